@@ -1,0 +1,188 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/rendezvous"
+)
+
+// Config is what a backend needs to open a world communicator. The comm
+// package fills every field (defaults included) before calling Open.
+type Config struct {
+	Rank, Size           int
+	LocalRank, LocalSize int
+	Store                rendezvous.Store // rendezvous for address exchange; nil only when Size == 1
+	Timeout              time.Duration    // default per-operation timeout
+	Secret               []byte           // shared secret for connection handshakes
+	ListenHost           string           // host data connections bind to ("" = backend's choice)
+	Algorithms           Algorithms       // per-operation algorithm overrides
+	Logger               *slog.Logger
+}
+
+// Algorithms forces the algorithm of each kind of collective; Auto (the
+// zero value) leaves the choice to the backend's cost model.
+type Algorithms struct {
+	AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
+	Gather, Scatter, AllToAll, Barrier algo.Algorithm
+}
+
+// For returns the override for kind k (V variants share their base kind's).
+func (a Algorithms) For(k Kind) algo.Algorithm {
+	switch k {
+	case KindAllReduce:
+		return a.AllReduce
+	case KindReduce:
+		return a.Reduce
+	case KindBroadcast:
+		return a.Broadcast
+	case KindAllGather, KindAllGatherV:
+		return a.AllGather
+	case KindReduceScatter, KindReduceScatterV:
+		return a.ReduceScatter
+	case KindGather, KindGatherV:
+		return a.Gather
+	case KindScatter, KindScatterV:
+		return a.Scatter
+	case KindAllToAll, KindAllToAllV:
+		return a.AllToAll
+	case KindBarrier:
+		return a.Barrier
+	}
+	return algo.Auto
+}
+
+// Request is one operation handed to a backend, already validated by the
+// comm package: lengths agree with counts, the root and peer are in range,
+// the op is valid for the type. Buffers are raw little-endian element bytes;
+// the backend owns them until Run returns.
+type Request struct {
+	Kind  Kind
+	Seq   uint64 // per-communicator sequence number (collectives); 0 for Send/Recv
+	DType DType
+	Op    Op
+	Root  int // communicator rank of the root (rooted collectives)
+	Peer  int // Send/Recv peer, or -1 for a Recv from any source
+	Tag   int // Send/Recv tag
+
+	// Send and Recv follow torch.distributed's layouts. In-place operations
+	// pass the same slice twice. See each kind in the comm package.
+	Send, Recv []byte
+	// Counts are the per-rank element counts of the V variants (and of the
+	// non-V variants, filled in evenly by the comm package); for all-to-all
+	// they are the counts this rank sends to each peer.
+	Counts []int
+	// RecvCounts are the counts this rank receives from each peer (all-to-all).
+	RecvCounts []int
+	// SigCount is the count every rank must agree on (mismatch detection).
+	SigCount int
+
+	Algorithm algo.Algorithm // Auto or a forced algorithm
+	Chunk     int            // pipelining piece in elements; 0 = backend default
+
+	Timeout time.Duration // MonitoredBarrier: how long rank 0 waits
+	WaitAll bool          // MonitoredBarrier: collect every late rank
+
+	// Results.
+	Source int            // Recv: the sender's communicator rank
+	Used   algo.Algorithm // the algorithm that ran
+}
+
+// Comm is a backend's communicator: a world or a group of it.
+//
+// Run is safe for concurrent use; operations with different sequence
+// numbers may run concurrently. Collectives must be issued with the same
+// sequence numbers on every rank (the comm package assigns them).
+type Comm interface {
+	Rank() int
+	Size() int
+	// Run performs req and returns when it is complete or failed.
+	Run(ctx context.Context, req *Request) error
+	// Group returns the sub-communicator of the given members (communicator
+	// ranks, in their new rank order). Only members call it, all with the
+	// same members and id.
+	Group(ctx context.Context, members []int, id uint64) (Comm, error)
+	// Abort fails all pending and future operations of the whole world with
+	// err and tells the other ranks.
+	Abort(err error)
+	// Close releases the communicator. Closing the world closes its groups.
+	Close() error
+}
+
+// Driver opens world communicators.
+type Driver interface {
+	Open(ctx context.Context, cfg Config) (Comm, error)
+}
+
+// registry is the one piece of package-level state: the table drivers add
+// themselves to from init, as with database/sql.
+var registry struct {
+	mu      sync.Mutex // protects drivers
+	drivers map[string]Driver
+}
+
+// Register makes a driver available under name. It is meant to be called
+// from init; a duplicate name or a nil driver is a programming error and
+// panics, as database/sql.Register does.
+func Register(name string, d Driver) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if d == nil {
+		panic("backend: Register driver is nil")
+	}
+	if _, dup := registry.drivers[name]; dup {
+		panic("backend: Register called twice for driver " + name)
+	}
+	if registry.drivers == nil {
+		registry.drivers = make(map[string]Driver)
+	}
+	registry.drivers[name] = d
+}
+
+// Drivers lists the registered driver names, sorted.
+func Drivers() []string {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	names := make([]string, 0, len(registry.drivers))
+	for n := range registry.drivers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Open opens a world communicator with the named driver.
+func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
+	registry.mu.Lock()
+	d, ok := registry.drivers[name]
+	registry.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("comm: unknown backend %q (registered: %v; the mpi backend needs -tags mpi and a blank import)", name, Drivers())
+	}
+	return d.Open(ctx, cfg)
+}
+
+// OpError is the error of a failed operation: which operation, on which rank,
+// at which sequence number, and which peer it concerned (-1 if none).
+type OpError struct {
+	Op   Kind
+	Rank int
+	Peer int
+	Seq  uint64
+	Err  error
+}
+
+func (e *OpError) Error() string {
+	s := fmt.Sprintf("comm: %v (seq %d) on rank %d", e.Op, e.Seq, e.Rank)
+	if e.Peer >= 0 {
+		s += fmt.Sprintf(" with peer %d", e.Peer)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }

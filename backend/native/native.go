@@ -1,0 +1,446 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/transport"
+)
+
+// Name is the name the native backend registers under.
+const Name = "native"
+
+func init() { backend.Register(Name, Driver{}) }
+
+// Driver opens native communicators over TCP (or, for a world of one, over
+// nothing at all).
+type Driver struct{}
+
+var _ backend.Driver = Driver{}
+
+// Open connects to every other rank through cfg.Store and returns the world
+// communicator.
+func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error) {
+	if cfg.Size == 1 {
+		return NewWorld(transport.NewInprocWorld(1, transport.InprocOptions{})[0], cfg), nil
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("comm: native backend: a store is needed for a world of more than one rank")
+	}
+	ep, err := transport.ConnectTCP(ctx, cfg.Store, transport.TCPOptions{
+		Rank:       cfg.Rank,
+		Size:       cfg.Size,
+		Prefix:     "gocomm/native",
+		ListenHost: cfg.ListenHost,
+		Secret:     cfg.Secret,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return NewWorld(ep, cfg), nil
+}
+
+// worldID is the communicator id of a world; groups derive theirs from it.
+const worldID = 1
+
+// Comm is a native communicator: a world, or a group sharing its world's
+// endpoint.
+type Comm struct {
+	ep      transport.Endpoint
+	cfg     backend.Config
+	id      uint64
+	rank    int   // this rank in the communicator
+	size    int   // communicator size
+	members []int // communicator rank -> world rank
+	world   *Comm // nil for the world itself
+
+	mu     sync.Mutex // protects closed
+	closed bool
+}
+
+var _ backend.Comm = (*Comm)(nil)
+
+// NewWorld wraps an endpoint as a world communicator.
+func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
+	members := make([]int, ep.Size())
+	for i := range members {
+		members[i] = i
+	}
+	return &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members}
+}
+
+// Rank is this rank within the communicator.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in the communicator.
+func (c *Comm) Size() int { return c.size }
+
+// Group returns the sub-communicator of members (ranks of c).
+func (c *Comm) Group(ctx context.Context, members []int, id uint64) (backend.Comm, error) {
+	g := &Comm{ep: c.ep, cfg: c.cfg, id: id, rank: -1, size: len(members), members: make([]int, len(members)), world: c.root()}
+	for i, m := range members {
+		if m < 0 || m >= c.size {
+			return nil, fmt.Errorf("comm: group member %d out of range [0,%d)", m, c.size)
+		}
+		g.members[i] = c.members[m]
+		if m == c.rank {
+			g.rank = i
+		}
+	}
+	if g.rank < 0 {
+		return nil, fmt.Errorf("comm: this rank (%d) is not among the group members %v", c.rank, members)
+	}
+	return g, nil
+}
+
+func (c *Comm) root() *Comm {
+	if c.world != nil {
+		return c.world
+	}
+	return c
+}
+
+// Abort fails everything pending on the world with err and tells the peers.
+func (c *Comm) Abort(err error) { c.ep.Abort(err) }
+
+// Close closes a group, or the world with its endpoint.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already || c.world != nil {
+		return nil
+	}
+	return c.ep.Close()
+}
+
+func (c *Comm) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed || (c.world != nil && c.world.isClosed())
+}
+
+// Run performs one operation.
+func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
+	if c.isClosed() {
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: transport.ErrClosed}
+	}
+	switch req.Kind {
+	case backend.KindSend:
+		return c.send(ctx, req)
+	case backend.KindRecv:
+		return c.recv(ctx, req)
+	case backend.KindMonitoredBarrier:
+		return c.monitoredBarrier(ctx, req)
+	}
+	return c.collective(ctx, req)
+}
+
+func (c *Comm) p2pHeader(req *backend.Request) transport.Header {
+	return transport.Header{
+		Comm: c.id,
+		Tag:  uint64(req.Tag),
+		Sig:  transport.Signature{Kind: backend.KindSend, DType: req.DType, Count: uint64(req.SigCount)},
+	}
+}
+
+func (c *Comm) send(ctx context.Context, req *backend.Request) error {
+	if err := c.ep.Send(ctx, c.members[req.Peer], c.p2pHeader(req), req.Send); err != nil {
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
+	}
+	return nil
+}
+
+func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
+	peer := transport.AnySource
+	if req.Peer >= 0 {
+		peer = c.members[req.Peer]
+	}
+	from, err := c.ep.Recv(ctx, peer, c.p2pHeader(req), req.Recv)
+	if err != nil {
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
+	}
+	req.Source = c.commRank(from)
+	return nil
+}
+
+func (c *Comm) commRank(world int) int {
+	for i, w := range c.members {
+		if w == world {
+			return i
+		}
+	}
+	return -1
+}
+
+// collective sets up the buffers of req as its plan expects them, runs the
+// plan and copies the result where the caller wants it.
+func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
+	a := c.choose(req)
+	req.Used = a
+	e := c.newExecution(req, a)
+	es := req.DType.Size()
+	if req.Kind == backend.KindBarrier {
+		es = 1
+		e.esize = 1
+	}
+	var (
+		plan algo.Plan
+		err  error
+	)
+	count := len(req.Recv) / max(es, 1)
+	// finish runs after the plan: copies out of temporary work buffers.
+	var finish func()
+	switch req.Kind {
+	case backend.KindAllReduce:
+		e.work = inPlace(req.Send, req.Recv)
+		plan, err = algo.AllReduce(a, c.rank, c.size, count, req.Chunk)
+	case backend.KindReduce:
+		count = len(req.Send) / es
+		if c.rank == req.Root {
+			e.work = inPlace(req.Send, req.Recv)
+		} else {
+			e.work = clone(req.Send)
+		}
+		plan, err = algo.Reduce(a, c.rank, c.size, req.Root, count)
+	case backend.KindBroadcast:
+		e.work = req.Recv
+		plan, err = algo.Broadcast(a, c.rank, c.size, req.Root, count, req.Chunk)
+	case backend.KindAllGather, backend.KindAllGatherV:
+		e.work = req.Recv
+		c.placeOwn(e, req.Counts, req.Send)
+		plan, err = algo.AllGather(a, c.rank, c.size, req.Counts)
+	case backend.KindGather, backend.KindGatherV:
+		if c.rank == req.Root {
+			e.work = req.Recv
+		} else {
+			e.work = kernel.Alloc(sum(req.Counts) * es)
+		}
+		c.placeOwn(e, req.Counts, req.Send)
+		plan, err = algo.Gather(a, c.rank, c.size, req.Root, req.Counts)
+	case backend.KindScatter, backend.KindScatterV:
+		off := algo.Offsets(req.Counts)
+		own := func() []byte { return e.work[off[c.rank]*es : off[c.rank+1]*es] }
+		if c.rank == req.Root {
+			e.work = req.Send
+		} else {
+			e.work = kernel.Alloc(off[c.size] * es)
+		}
+		finish = func() { copy(req.Recv, own()) }
+		plan, err = algo.Scatter(a, c.rank, c.size, req.Root, req.Counts)
+	case backend.KindReduceScatter, backend.KindReduceScatterV:
+		off := algo.Offsets(req.Counts)
+		e.work = clone(req.Send)
+		finish = func() { copy(req.Recv, e.work[off[c.rank]*es:off[c.rank+1]*es]) }
+		plan, err = algo.ReduceScatter(a, c.rank, c.size, req.Counts)
+	case backend.KindAllToAll, backend.KindAllToAllV:
+		e.input, e.work = req.Send, req.Recv
+		plan, err = algo.AllToAll(a, c.rank, c.size, req.Counts, req.RecvCounts)
+	case backend.KindBarrier:
+		plan, err = algo.Barrier(a, c.rank, c.size)
+	default:
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: fmt.Errorf("comm: the native backend has no operation %v", req.Kind)}
+	}
+	if err != nil {
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+	}
+	if err := e.run(ctx, plan); err != nil {
+		return err
+	}
+	if finish != nil {
+		finish()
+	}
+	if req.Op == backend.Avg {
+		switch req.Kind {
+		case backend.KindAllReduce:
+			err = kernel.Divide(req.DType, req.Recv, c.size)
+		case backend.KindReduce:
+			if c.rank == req.Root {
+				err = kernel.Divide(req.DType, req.Recv, c.size)
+			}
+		case backend.KindReduceScatter, backend.KindReduceScatterV:
+			err = kernel.Divide(req.DType, req.Recv, c.size)
+		}
+		if err != nil {
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+		}
+	}
+	return nil
+}
+
+// placeOwn copies this rank's contribution into its block of the work buffer.
+func (c *Comm) placeOwn(e *execution, counts []int, send []byte) {
+	off := algo.Offsets(counts)[c.rank] * e.esize
+	dst := e.work[off : off+len(send)]
+	if !sameStart(dst, send) {
+		copy(dst, send)
+	}
+}
+
+// inPlace returns recv after copying send into it (unless they are one
+// buffer).
+func inPlace(send, recv []byte) []byte {
+	if !sameStart(send, recv) {
+		copy(recv, send)
+	}
+	return recv
+}
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
+
+func clone(b []byte) []byte {
+	out := kernel.Alloc(len(b))
+	copy(out, b)
+	return out
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+// Thresholds of the cost model, in bytes. Small messages go to latency-first
+// schedules (log2 n rounds), large ones to bandwidth-optimal rings.
+const (
+	smallMessage = 64 << 10
+	largeMessage = 1 << 20
+	// pipelineChunk is the piece size of pipelined broadcasts.
+	pipelineChunk = 512 << 10
+)
+
+// choose resolves req.Algorithm: a forced algorithm wins, then the
+// configured override for the kind, then the cost model.
+func (c *Comm) choose(req *backend.Request) algo.Algorithm {
+	if req.Algorithm != algo.Auto {
+		return req.Algorithm
+	}
+	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto {
+		return a
+	}
+	bytes := max(len(req.Send), len(req.Recv))
+	switch req.Kind {
+	case backend.KindAllReduce:
+		if bytes <= smallMessage {
+			return algo.RecursiveDoubling
+		}
+		return algo.Ring
+	case backend.KindBroadcast:
+		if bytes > largeMessage && c.size > 2 {
+			if req.Chunk == 0 {
+				req.Chunk = pipelineChunk / req.DType.Size()
+			}
+			return algo.Ring
+		}
+		return algo.Tree
+	case backend.KindReduce:
+		return algo.Tree
+	case backend.KindAllGather, backend.KindAllGatherV:
+		if bytes <= smallMessage {
+			return algo.RecursiveDoubling
+		}
+		return algo.Ring
+	case backend.KindReduceScatter, backend.KindReduceScatterV:
+		return algo.Ring
+	case backend.KindGather, backend.KindGatherV, backend.KindScatter, backend.KindScatterV:
+		if bytes > largeMessage {
+			return algo.Linear
+		}
+		return algo.Tree
+	case backend.KindAllToAll, backend.KindAllToAllV:
+		return algo.Pairwise
+	case backend.KindBarrier:
+		return algo.RecursiveDoubling
+	}
+	return algo.Auto
+}
+
+// monitoredBarrier: every rank reports to rank 0, which waits up to
+// req.Timeout, then answers each rank with one byte per rank (1 = did not
+// arrive in time). Nothing is aborted: a late rank finds the answer waiting
+// when it arrives.
+func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error {
+	h := transport.Header{Comm: c.id, Seq: req.Seq, Sig: transport.Signature{Kind: backend.KindMonitoredBarrier}}
+	report := func(late []int) error {
+		if len(late) == 0 {
+			return nil
+		}
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
+			Err: &backend.BarrierError{Late: late, Timeout: req.Timeout}}
+	}
+	if c.rank != 0 {
+		h.Tag = 0
+		if err := c.ep.Send(ctx, c.members[0], h, nil); err != nil {
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
+		}
+		status := make([]byte, c.size)
+		h.Tag = 1
+		if _, err := c.ep.Recv(ctx, c.members[0], h, status); err != nil {
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
+		}
+		return report(lateRanks(status))
+	}
+	status := make([]byte, c.size)
+	deadline := time.Now().Add(req.Timeout)
+	for r := 1; r < c.size; r++ {
+		if status[r] != 0 {
+			continue
+		}
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		h.Tag = 0
+		_, err := c.ep.Recv(wctx, c.members[r], h, nil)
+		cancel()
+		switch {
+		case err == nil:
+		case wctx.Err() != nil && ctx.Err() == nil:
+			status[r] = 1
+			if !req.WaitAll {
+				for q := r + 1; q < c.size; q++ {
+					status[q] = 1
+				}
+				continue
+			}
+		default:
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
+		}
+	}
+	if !req.WaitAll {
+		// Only the first late rank is known for sure; report that one.
+		if late := lateRanks(status); len(late) > 0 {
+			for q := late[0] + 1; q < c.size; q++ {
+				status[q] = 0
+			}
+			status[late[0]] = 1
+		}
+	}
+	h.Tag = 1
+	for r := 1; r < c.size; r++ {
+		if err := c.ep.Send(ctx, c.members[r], h, status); err != nil {
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
+		}
+	}
+	return report(lateRanks(status))
+}
+
+func lateRanks(status []byte) []int {
+	var late []int
+	for r, s := range status {
+		if s != 0 {
+			late = append(late, r)
+		}
+	}
+	sort.Ints(late)
+	return late
+}

@@ -1,0 +1,251 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/backend/native"
+	"github.com/gocomm/comm/rendezvous"
+	"github.com/gocomm/comm/transport"
+)
+
+// DefaultTimeout bounds every operation whose context has no deadline, and
+// the rendezvous in Init. It matches torch.distributed's default.
+const DefaultTimeout = 30 * time.Minute
+
+// Options configures Init. The zero value works: everything unset is taken
+// from the environment (see env.go), and with no environment the world is
+// this process alone.
+type Options struct {
+	// Rank and Size of this process in the world. Size 0 means "from the
+	// environment"; when Size is set, Rank must be too.
+	Rank, Size int
+	// LocalRank and LocalSize describe this host's share of the world.
+	// Zero LocalSize means "from the environment", else Size.
+	LocalRank, LocalSize int
+	// MasterAddr and MasterPort locate the TCP store rank 0 hosts
+	// (MASTER_ADDR, MASTER_PORT).
+	MasterAddr string
+	MasterPort int
+	// Store replaces the TCP store (a FileStore on a shared file system, a
+	// MemStore for worlds inside one process, or any rendezvous.Store).
+	Store rendezvous.Store
+	// Backend names the backend driver; "" is "native" (GOCOMM_BACKEND).
+	Backend string
+	// Timeout bounds operations whose context has no deadline, and Init's
+	// rendezvous; 0 is DefaultTimeout (GOCOMM_TIMEOUT).
+	Timeout time.Duration
+	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
+	// must use the same one.
+	Secret []byte
+	// ListenHost is the host data connections bind to and publish
+	// (GOCOMM_SOCKET_HOST); "" lets the backend choose.
+	ListenHost string
+	// Algorithms forces algorithms per operation (GOCOMM_ALGO_<OP>, e.g.
+	// GOCOMM_ALGO_ALLREDUCE=ring); the zero value leaves them to the cost
+	// model.
+	Algorithms backend.Algorithms
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+	// Getenv replaces os.Getenv (tests); nil is os.Getenv.
+	Getenv func(string) string
+}
+
+// Comm is a communicator: the world, or a group of it. Collectives are
+// package-level generic functions taking a *Comm.
+//
+// A Comm is safe for concurrent use, but every rank must issue the
+// collectives of one communicator in the same order: the order of the
+// Start calls (or of the blocking calls) is the order they are matched in.
+type Comm struct {
+	be      backend.Comm // nil for a non-member of a group
+	id      uint64
+	timeout time.Duration
+	log     *slog.Logger
+	rank    int   // rank in this communicator, -1 for a non-member
+	size    int   // communicator size
+	global  []int // communicator rank -> world rank
+	world   *Comm // nil for the world itself
+	local   struct{ rank, size int }
+	store   rendezvous.Store
+	// ownStore is set when Init created the store (it closes it).
+	ownStore bool
+
+	mu     sync.Mutex // protects seq and closed
+	seq    uint64
+	closed bool
+}
+
+// Init joins the world described by opts and the environment.
+func Init(ctx context.Context, opts Options) (*Comm, error) {
+	cfg, err := resolve(opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
+		defer cancel()
+	}
+	store, own := opts.Store, false
+	if store == nil && cfg.size > 1 {
+		// The meeting place of env.go: rank 0's TCP store, torchrun's
+		// agent store (namespaced per restart attempt) or a file store.
+		if store, err = cfg.openStore(ctx); err != nil {
+			return nil, err
+		}
+		own = true
+	}
+	bcfg := backend.Config{
+		Rank: cfg.rank, Size: cfg.size,
+		LocalRank: cfg.localRank, LocalSize: cfg.localSize,
+		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
+		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
+	}
+	be, err := backend.Open(ctx, cfg.backend, bcfg)
+	if err != nil {
+		if own {
+			store.Close()
+		}
+		return nil, fmt.Errorf("comm: rank %d of %d: opening backend %q: %w", cfg.rank, cfg.size, cfg.backend, err)
+	}
+	c := newWorld(be, cfg.timeout, cfg.logger)
+	c.local.rank, c.local.size = cfg.localRank, cfg.localSize
+	c.store, c.ownStore = store, own
+	return c, nil
+}
+
+func newWorld(be backend.Comm, timeout time.Duration, log *slog.Logger) *Comm {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Comm{be: be, id: 1, timeout: timeout, log: log, rank: be.Rank(), size: be.Size()}
+	c.global = make([]int, c.size)
+	for i := range c.global {
+		c.global[i] = i
+	}
+	c.local.size = c.size
+	c.local.rank = c.rank
+	return c
+}
+
+// NewLocalWorld returns a world of n ranks inside this process, connected by
+// in-memory channels: for tests and for programs that want collectives
+// among goroutines. Each *Comm is used by its own goroutine(s).
+func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("comm: NewLocalWorld: size %d, want >= 1", n)
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	eps := transport.NewInprocWorld(n, transport.InprocOptions{})
+	world := make([]*Comm, n)
+	for i, ep := range eps {
+		be := native.NewWorld(ep, backend.Config{Rank: i, Size: n, Timeout: timeout, Algorithms: opts.Algorithms, Logger: opts.Logger})
+		world[i] = newWorld(be, timeout, opts.Logger)
+	}
+	return world, nil
+}
+
+// Rank is this process's rank in the communicator, or -1 if it is not a
+// member (a group this rank does not belong to).
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in the communicator.
+func (c *Comm) Size() int { return c.size }
+
+// LocalRank is this process's rank among the ranks on its host.
+func (c *Comm) LocalRank() int { return c.root().local.rank }
+
+// LocalSize is the number of ranks on this host.
+func (c *Comm) LocalSize() int { return c.root().local.size }
+
+// IsMember reports whether this rank belongs to the communicator.
+func (c *Comm) IsMember() bool { return c.rank >= 0 }
+
+// GlobalRank translates a rank of this communicator into a world rank.
+func (c *Comm) GlobalRank(r int) (int, error) {
+	if r < 0 || r >= c.size {
+		return -1, fmt.Errorf("comm: GlobalRank(%d): rank out of range [0,%d)", r, c.size)
+	}
+	return c.global[r], nil
+}
+
+// GroupRank translates a world rank into this communicator's rank, or -1 if
+// that rank is not a member.
+func (c *Comm) GroupRank(world int) int {
+	for i, g := range c.global {
+		if g == world {
+			return i
+		}
+	}
+	return -1
+}
+
+// Ranks lists the world ranks of the communicator's members in rank order.
+func (c *Comm) Ranks() []int { return append([]int(nil), c.global...) }
+
+// Store returns the rendezvous store the world was built on (nil for
+// NewLocalWorld and for a world of one).
+func (c *Comm) Store() rendezvous.Store { return c.root().store }
+
+func (c *Comm) root() *Comm {
+	if c.world != nil {
+		return c.world
+	}
+	return c
+}
+
+// Close releases the communicator. Closing the world closes its groups and
+// its connections; operations still pending fail with ErrClosed. Close is
+// idempotent.
+func (c *Comm) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	if c.be == nil {
+		return nil
+	}
+	err := c.be.Close()
+	if c.ownStore && c.store != nil {
+		// The master's store serves the others until they are gone too;
+		// closing it early would only hurt ranks still in their own Close.
+		err = errors.Join(err, c.store.Close())
+	}
+	return err
+}
+
+// Abort fails every pending and future operation of the world, on every rank,
+// with err. Use it when this rank cannot go on and the others must not wait.
+func (c *Comm) Abort(err error) {
+	if c.be != nil {
+		c.be.Abort(err)
+	}
+}
+
+// nextSeq reserves the sequence number of the next collective.
+func (c *Comm) nextSeq() (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, ErrClosed
+	}
+	c.seq++
+	return c.seq, nil
+}
+
+// algorithmOf is a helper for option parsing.
+func algorithmOf(s string) (algo.Algorithm, error) { return algo.ParseAlgorithm(s) }

@@ -1,0 +1,205 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gocomm/comm"
+)
+
+// The inputs are small integers, so that every reduction of up to a few
+// dozen ranks is exact in every element type (float16 and bfloat16
+// included) whatever order the algorithm reduces in, and the naive
+// reference can be computed in int64 and float64 and converted.
+
+// typeInfo describes an element type to the reference.
+type typeInfo struct {
+	name     string
+	float    bool
+	unsigned bool
+}
+
+func infoOf[T comm.Numeric]() typeInfo {
+	var z T
+	switch any(z).(type) {
+	case float32:
+		return typeInfo{"float32", true, false}
+	case float64:
+		return typeInfo{"float64", true, false}
+	case comm.Float16:
+		return typeInfo{"float16", true, false}
+	case comm.BFloat16:
+		return typeInfo{"bfloat16", true, false}
+	case uint8:
+		return typeInfo{"uint8", false, true}
+	case uint16:
+		return typeInfo{"uint16", false, true}
+	case uint32:
+		return typeInfo{"uint32", false, true}
+	case uint64:
+		return typeInfo{"uint64", false, true}
+	case uint:
+		return typeInfo{"uint", false, true}
+	case int8:
+		return typeInfo{"int8", false, false}
+	case int16:
+		return typeInfo{"int16", false, false}
+	case int32:
+		return typeInfo{"int32", false, false}
+	case int64:
+		return typeInfo{"int64", false, false}
+	case int:
+		return typeInfo{"int", false, false}
+	}
+	panic(fmt.Sprintf("conformance: no typeInfo for %T", z))
+}
+
+// of converts an exactly representable integer value to T.
+func of[T comm.Numeric](v int64) T {
+	var z T
+	switch p := any(&z).(type) {
+	case *float32:
+		*p = float32(v)
+	case *float64:
+		*p = float64(v)
+	case *comm.Float16:
+		*p = comm.NewFloat16(float32(v))
+	case *comm.BFloat16:
+		*p = comm.NewBFloat16(float32(v))
+	case *int8:
+		*p = int8(v)
+	case *int16:
+		*p = int16(v)
+	case *int32:
+		*p = int32(v)
+	case *int64:
+		*p = v
+	case *int:
+		*p = int(v)
+	case *uint8:
+		*p = uint8(v)
+	case *uint16:
+		*p = uint16(v)
+	case *uint32:
+		*p = uint32(v)
+	case *uint64:
+		*p = uint64(v)
+	case *uint:
+		*p = uint(v)
+	}
+	return z
+}
+
+// value is element i of rank r's input for a reduction with op. Products
+// stay within int8 and float16 for up to 6 ranks; bitwise ops get varied
+// bit patterns within 7 bits.
+func value(op comm.ReduceOp, unsigned bool, r, i int) int64 {
+	switch op {
+	case comm.Prod:
+		v := int64((r*5+i*3)%3) + 1 // 1..3, products of <= 4 ranks stay <= 81
+		if r >= 4 {
+			v = 1
+		}
+		if !unsigned && (r+i)%4 == 1 {
+			v = -v
+		}
+		return v
+	case comm.BAnd, comm.BOr, comm.BXor:
+		return int64((r*37 + i*11 + 5) & 0x7f)
+	}
+	v := int64((r*7+i*3)%11) - 5 // -5..5
+	if unsigned {
+		v += 5
+	}
+	return v
+}
+
+// data is element i of rank r's input for a non-reducing collective.
+func data(r, i int) int64 { return int64((r*13+i*7)%100) - 50 }
+
+func dataU(unsigned bool, r, i int) int64 {
+	v := data(r, i)
+	if unsigned {
+		v += 50
+	}
+	return v
+}
+
+// reduceRef is the naive reference: op over the values of ranks 0..n-1 at
+// element i, computed in int64 (exact for these inputs), with Avg divided
+// the way the library defines it for T.
+func reduceRef[T comm.Numeric](op comm.ReduceOp, n, i int) T {
+	ti := infoOf[T]()
+	acc := value(op, ti.unsigned, 0, i)
+	for r := 1; r < n; r++ {
+		v := value(op, ti.unsigned, r, i)
+		switch op {
+		case comm.Sum, comm.Avg:
+			acc += v
+		case comm.Prod:
+			acc *= v
+		case comm.Min:
+			acc = min(acc, v)
+		case comm.Max:
+			acc = max(acc, v)
+		case comm.BAnd:
+			acc &= v
+		case comm.BOr:
+			acc |= v
+		case comm.BXor:
+			acc ^= v
+		}
+	}
+	if op != comm.Avg {
+		return of[T](acc)
+	}
+	if !ti.float {
+		return of[T](acc / int64(n)) // truncation toward zero
+	}
+	var z T
+	switch any(z).(type) {
+	case float64:
+		return any(float64(acc) / float64(n)).(T)
+	case float32:
+		return any(float32(acc) / float32(n)).(T)
+	case comm.Float16:
+		return any(comm.NewFloat16(float32(acc) / float32(n))).(T)
+	case comm.BFloat16:
+		return any(comm.NewBFloat16(float32(acc) / float32(n))).(T)
+	}
+	return z
+}
+
+// same compares bit patterns (so that -0 and +0 or NaNs would show).
+func same[T comm.Numeric](a, b T) bool {
+	switch x := any(a).(type) {
+	case float32:
+		return math.Float32bits(x) == math.Float32bits(any(b).(float32))
+	case float64:
+		return math.Float64bits(x) == math.Float64bits(any(b).(float64))
+	}
+	return a == b
+}
+
+// check compares got with want and describes the first difference.
+func check[T comm.Numeric](what string, got, want []T) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: got %d elements, want %d", what, len(got), len(want))
+	}
+	for i := range got {
+		if !same(got[i], want[i]) {
+			return fmt.Errorf("%s: element %d of %d is %v, want %v", what, i, len(got), show(got[i]), show(want[i]))
+		}
+	}
+	return nil
+}
+
+func show[T comm.Numeric](v T) any {
+	switch x := any(v).(type) {
+	case comm.Float16:
+		return x.Float32()
+	case comm.BFloat16:
+		return x.Float32()
+	}
+	return v
+}

@@ -1,0 +1,162 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/rendezvous"
+)
+
+// worldFactory builds a world of n ranks in this process.
+type worldFactory struct {
+	name string
+	make func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm
+}
+
+func factories() []worldFactory {
+	return []worldFactory{
+		{"inproc", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+			w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute, Algorithms: algs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { closeAll(w) })
+			return w
+		}},
+		{"tcp", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs})
+		}},
+	}
+}
+
+// tcpWorld starts n ranks in goroutines that meet through one in-memory
+// store and talk over TCP on loopback.
+func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
+	t.Helper()
+	store := rendezvous.NewMemStore()
+	w := make([]*comm.Comm, n)
+	errs := make([]error, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := opts
+			o.Rank, o.Size, o.Store, o.ListenHost = i, n, store, "127.0.0.1"
+			o.Getenv = func(string) string { return "" }
+			w[i], errs[i] = comm.Init(ctx, o)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			closeAll(w)
+			t.Fatalf("rank %d: Init: %v", i, err)
+		}
+	}
+	t.Cleanup(func() { closeAll(w) })
+	return w
+}
+
+func closeAll(w []*comm.Comm) {
+	var wg sync.WaitGroup
+	for _, c := range w {
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+	}
+	wg.Wait()
+}
+
+// algorithmSweeps force each algorithm family on every collective that has it.
+var algorithmSweeps = []struct {
+	name string
+	algs backend.Algorithms
+}{
+	{"ring", backend.Algorithms{AllReduce: algo.Ring, Broadcast: algo.Ring, AllGather: algo.Ring, ReduceScatter: algo.Ring}},
+	{"recursive-doubling", backend.Algorithms{AllReduce: algo.RecursiveDoubling, AllGather: algo.RecursiveDoubling, Barrier: algo.RecursiveDoubling}},
+	{"halving-doubling", backend.Algorithms{AllReduce: algo.HalvingDoubling, ReduceScatter: algo.HalvingDoubling}},
+	{"tree", backend.Algorithms{AllReduce: algo.Tree, Reduce: algo.Tree, Broadcast: algo.Tree, AllGather: algo.Tree,
+		ReduceScatter: algo.Tree, Gather: algo.Tree, Scatter: algo.Tree, Barrier: algo.Tree}},
+	{"linear", backend.Algorithms{Reduce: algo.Linear, Broadcast: algo.Linear, Gather: algo.Linear, Scatter: algo.Linear, AllToAll: algo.Linear}},
+	{"pairwise", backend.Algorithms{AllToAll: algo.Pairwise}},
+}
+
+// TestConformance runs the conformance suite on every transport, world sizes
+// 1 to 5, on the world and on groups made by Split, with the cost model's
+// choices (full suite plus the >= 1 MiB cases) and with every algorithm
+// forced in turn (quick suite).
+func TestConformance(t *testing.T) {
+	type run struct {
+		name  string
+		algs  backend.Algorithms
+		cases []conformance.Case
+	}
+	runs := []run{{"auto", backend.Algorithms{}, conformance.Cases(conformance.Options{Large: true})}}
+	for _, s := range algorithmSweeps {
+		runs = append(runs, run{s.name, s.algs, conformance.QuickCases()})
+	}
+	for _, f := range factories() {
+		for _, r := range runs {
+			for n := 1; n <= 5; n++ {
+				t.Run(fmt.Sprintf("%s/%s/size=%d", f.name, r.name, n), func(t *testing.T) {
+					t.Parallel()
+					world := f.make(t, n, r.algs)
+					ctx := context.Background()
+					if err := conformance.RunLocal(ctx, world, r.cases, time.Minute); err != nil {
+						t.Fatalf("world: %v", err)
+					}
+					groups := splitWorld(t, world)
+					if err := conformance.RunLocal(ctx, groups, r.cases, time.Minute); err != nil {
+						t.Fatalf("groups from Split: %v", err)
+					}
+				})
+			}
+		}
+	}
+}
+
+// splitWorld splits world into two groups (even and odd ranks) whose ranks
+// run in reverse order of the world's, so that group ranks, world ranks and
+// rank translation all differ.
+func splitWorld(t *testing.T, world []*comm.Comm) []*comm.Comm {
+	t.Helper()
+	groups := make([]*comm.Comm, len(world))
+	errs := make([]error, len(world))
+	var wg sync.WaitGroup
+	for i, c := range world {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			groups[i], errs[i] = c.Split(context.Background(), i%2, -i)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: Split: %v", i, err)
+		}
+		g := groups[i]
+		members := (len(world) + 1 - i%2) / 2
+		if g.Size() != members || g.Rank() != members-1-i/2 {
+			t.Fatalf("rank %d: group rank %d of %d, want %d of %d", i, g.Rank(), g.Size(), members-1-i/2, members)
+		}
+		if gr, err := g.GlobalRank(g.Rank()); err != nil || gr != i {
+			t.Fatalf("rank %d: GlobalRank(%d) = %d, %v", i, g.Rank(), gr, err)
+		}
+		if g.GroupRank(i) != g.Rank() {
+			t.Fatalf("rank %d: GroupRank(%d) = %d, want %d", i, i, g.GroupRank(i), g.Rank())
+		}
+	}
+	return groups
+}

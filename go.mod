@@ -1,0 +1,3 @@
+module github.com/gocomm/comm
+
+go 1.26

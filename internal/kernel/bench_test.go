@@ -1,0 +1,100 @@
+package kernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gocomm/comm/backend"
+)
+
+var benchSizes = []struct {
+	name  string
+	bytes int
+}{
+	{"64KiB", 64 << 10},
+	{"1MiB", 1 << 20},
+	{"64MiB", 64 << 20},
+}
+
+// benchBuffers returns aligned dst and src of n bytes holding finite,
+// moderate values of dt, so the float paths run their common case.
+func benchBuffers(dt backend.DType, n int) (dst, src []byte) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	dst, src = Alloc(n), Alloc(n)
+	size := dt.Size()
+	// Generate 64 KiB of values and tile them: generating 64 MiB one
+	// element at a time would dominate the benchmark's run time.
+	pattern := min(n, 64<<10)
+	for i := 0; i < pattern; i += size {
+		storeUint(dst[i:], size, nearOne(rng, dt))
+		storeUint(src[i:], size, nearOne(rng, dt))
+	}
+	for i := pattern; i < n; i += pattern {
+		copy(dst[i:], dst[:pattern])
+		copy(src[i:], src[:pattern])
+	}
+	return dst, src
+}
+
+// BenchmarkReduce measures Reduce on aligned buffers; compare its MB/s with
+// BenchmarkCopy's (the memory system's ceiling).
+func BenchmarkReduce(b *testing.B) {
+	cases := []struct {
+		dt backend.DType
+		op backend.Op
+	}{
+		{backend.Float32, backend.Sum},
+		{backend.Float64, backend.Sum},
+		{backend.Int32, backend.Sum},
+		{backend.Float16, backend.Sum},
+		{backend.BFloat16, backend.Sum},
+		{backend.Float32, backend.Max},
+	}
+	for _, c := range cases {
+		for _, s := range benchSizes {
+			b.Run(fmt.Sprintf("%v/%v/%s", c.dt, c.op, s.name), func(b *testing.B) {
+				dst, src := benchBuffers(c.dt, s.bytes)
+				b.SetBytes(int64(s.bytes))
+				b.ResetTimer()
+				for range b.N {
+					if err := Reduce(c.dt, c.op, dst, src); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkReduceMisaligned measures the portable path (buffers one byte
+// off alignment).
+func BenchmarkReduceMisaligned(b *testing.B) {
+	for _, dt := range []backend.DType{backend.Float32, backend.Float16} {
+		b.Run(fmt.Sprintf("%v/Sum/1MiB", dt), func(b *testing.B) {
+			dst, src := benchBuffers(dt, 1<<20+8)
+			dst, src = dst[1:1+1<<20], src[1:1+1<<20]
+			b.SetBytes(1 << 20)
+			b.ResetTimer()
+			for range b.N {
+				if err := Reduce(dt, backend.Sum, dst, src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCopy is the builtin copy at the same sizes, for comparison.
+func BenchmarkCopy(b *testing.B) {
+	for _, s := range benchSizes {
+		b.Run(s.name, func(b *testing.B) {
+			dst, src := Alloc(s.bytes), Alloc(s.bytes)
+			b.SetBytes(int64(s.bytes))
+			b.ResetTimer()
+			for range b.N {
+				copy(dst, src)
+			}
+		})
+	}
+}

@@ -1,0 +1,301 @@
+package kernel
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/gocomm/comm/backend"
+)
+
+// Errors returned by [Reduce] and [Divide]. They are wrapped with details
+// (the function, dtype, op and lengths); match them with errors.Is.
+var (
+	// ErrUnsupported is returned when the dtype is unknown or Byte, the op is
+	// unknown, or a bitwise op is asked of a floating-point dtype.
+	ErrUnsupported = errors.New("comm: kernel: unsupported dtype or op")
+	// ErrLength is returned when dst and src differ in length or a length is
+	// not a multiple of the element size.
+	ErrLength = errors.New("comm: kernel: bad buffer length")
+	// ErrDivisor is returned by Divide when the divisor is below 1.
+	ErrDivisor = errors.New("comm: kernel: bad divisor")
+)
+
+// nativeLittleEndian reports whether the host stores integers little-endian,
+// which is what lets the fast path reinterpret wire bytes in place.
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// Reduce sets dst[i] = op(dst[i], src[i]) for every element of type dt held
+// little-endian in dst and src. Avg reduces like Sum; divide once at the end
+// with [Divide].
+//
+// len(dst) must equal len(src) and be a multiple of dt.Size(); otherwise the
+// error wraps [ErrLength] and dst is untouched. An op that cannot reduce dt
+// (see backend.Op.ValidFor) gives an error wrapping [ErrUnsupported].
+//
+// dst and src may be the same slice but must not otherwise overlap. Reduce
+// keeps neither after it returns and is safe to call concurrently on
+// disjoint buffers. Buffers aligned for dt (see [Alloc]) take the fast path.
+func Reduce(dt backend.DType, op backend.Op, dst, src []byte) error {
+	if !op.ValidFor(dt) {
+		return unsupported("Reduce", dt, op)
+	}
+	size := dt.Size()
+	if len(dst) != len(src) {
+		return fmt.Errorf("%w: Reduce %v %v: dst has %d bytes but src has %d; pass equal lengths",
+			ErrLength, dt, op, len(dst), len(src))
+	}
+	if len(dst)%size != 0 {
+		return fmt.Errorf("%w: Reduce %v %v: %d bytes is not a multiple of the %d-byte element size",
+			ErrLength, dt, op, len(dst), size)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if nativeLittleEndian && aligned(dst, size) && aligned(src, size) {
+		reduceNative(dt, op, dst, src)
+		return nil
+	}
+	reducePortable(dt, op, dst, src)
+	return nil
+}
+
+// Divide sets buf[i] /= n for every element of type dt held little-endian in
+// buf; it finishes an Avg after a Sum reduction over n contributions.
+//
+// float32 and float64 divide by n converted to their own type (exact for n up
+// to 2^24 and 2^53); float16 and bfloat16 widen to float32, divide in float32
+// and round back to nearest even; integers truncate toward zero.
+//
+// Dividing by 1 leaves buf exactly as it is (signaling NaNs included).
+//
+// n must be at least 1 (else the error wraps [ErrDivisor]) and len(buf) a
+// multiple of dt.Size() (else [ErrLength]); Byte or an unknown dtype gives
+// [ErrUnsupported]. On error buf is untouched. buf is not kept after Divide
+// returns.
+func Divide(dt backend.DType, buf []byte, n int) error {
+	if !backend.Sum.ValidFor(dt) {
+		if !dt.Valid() {
+			return fmt.Errorf("%w: Divide: unknown dtype %v", ErrUnsupported, dt)
+		}
+		return fmt.Errorf("%w: Divide: %v elements cannot be divided; use a numeric dtype", ErrUnsupported, dt)
+	}
+	if n < 1 {
+		return fmt.Errorf("%w: Divide %v by %d: the divisor must be at least 1 (the number of contributions)",
+			ErrDivisor, dt, n)
+	}
+	size := dt.Size()
+	if len(buf)%size != 0 {
+		return fmt.Errorf("%w: Divide %v: %d bytes is not a multiple of the %d-byte element size",
+			ErrLength, dt, len(buf), size)
+	}
+	if n == 1 || len(buf) == 0 {
+		return nil
+	}
+	if nativeLittleEndian && aligned(buf, size) {
+		divideNative(dt, buf, n)
+		return nil
+	}
+	dividePortable(dt, buf, n)
+	return nil
+}
+
+// Alloc returns an n-byte zeroed slice whose first byte is 8-byte aligned, so
+// that every element type takes the fast path of [Reduce] and [Divide] (and
+// so does any sub-slice starting at a multiple of the element size). It
+// returns nil for n <= 0. The memory is ordinary garbage-collected memory.
+func Alloc(n int) []byte {
+	if n <= 0 {
+		return nil
+	}
+	words := make([]uint64, (n-1)/8+1)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n)
+}
+
+// unsupported explains why op cannot reduce dt.
+func unsupported(fn string, dt backend.DType, op backend.Op) error {
+	switch {
+	case !dt.Valid():
+		return fmt.Errorf("%w: %s: unknown dtype %v", ErrUnsupported, fn, dt)
+	case dt == backend.Byte:
+		return fmt.Errorf("%w: %s %v: byte buffers are opaque and cannot be reduced; use a numeric dtype",
+			ErrUnsupported, fn, op)
+	case op > backend.Avg:
+		return fmt.Errorf("%w: %s %v: unknown op %v", ErrUnsupported, fn, dt, op)
+	default:
+		return fmt.Errorf("%w: %s: %v needs an integer dtype, got %v", ErrUnsupported, fn, op, dt)
+	}
+}
+
+// aligned reports whether b starts at an address that is a multiple of size
+// (a power of two).
+func aligned(b []byte, size int) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))&uintptr(size-1) == 0
+}
+
+// view reinterprets b as a slice of T. b must be aligned for T, hold
+// little-endian data on a little-endian host, and have a length that is a
+// multiple of T's size.
+func view[T any](b []byte) []T {
+	var zero T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
+}
+
+// reduceNative runs the typed kernel for dt over buffers that view accepts.
+func reduceNative(dt backend.DType, op backend.Op, dst, src []byte) {
+	switch dt {
+	case backend.Int8:
+		reduceInteger(op, view[int8](dst), view[int8](src))
+	case backend.Int16:
+		reduceInteger(op, view[int16](dst), view[int16](src))
+	case backend.Int32:
+		reduceInteger(op, view[int32](dst), view[int32](src))
+	case backend.Int64:
+		reduceInteger(op, view[int64](dst), view[int64](src))
+	case backend.Uint8:
+		reduceInteger(op, view[uint8](dst), view[uint8](src))
+	case backend.Uint16:
+		reduceInteger(op, view[uint16](dst), view[uint16](src))
+	case backend.Uint32:
+		reduceInteger(op, view[uint32](dst), view[uint32](src))
+	case backend.Uint64:
+		reduceInteger(op, view[uint64](dst), view[uint64](src))
+	case backend.Float32:
+		reduceFloat(op, view[float32](dst), view[float32](src))
+	case backend.Float64:
+		reduceFloat(op, view[float64](dst), view[float64](src))
+	case backend.Float16:
+		reduceF16(op, view[uint16](dst), view[uint16](src))
+	case backend.BFloat16:
+		reduceBF16(op, view[uint16](dst), view[uint16](src))
+	}
+}
+
+// divideNative runs the typed division for dt over a buffer view accepts.
+func divideNative(dt backend.DType, buf []byte, n int) {
+	switch dt {
+	case backend.Int8:
+		divideSigned(view[int8](buf), n)
+	case backend.Int16:
+		divideSigned(view[int16](buf), n)
+	case backend.Int32:
+		divideSigned(view[int32](buf), n)
+	case backend.Int64:
+		divideSigned(view[int64](buf), n)
+	case backend.Uint8:
+		divideUnsigned(view[uint8](buf), n)
+	case backend.Uint16:
+		divideUnsigned(view[uint16](buf), n)
+	case backend.Uint32:
+		divideUnsigned(view[uint32](buf), n)
+	case backend.Uint64:
+		divideUnsigned(view[uint64](buf), n)
+	case backend.Float32:
+		divideFloat(view[float32](buf), float32(n))
+	case backend.Float64:
+		divideFloat(view[float64](buf), float64(n))
+	case backend.Float16:
+		divideF16(view[uint16](buf), float32(n))
+	case backend.BFloat16:
+		divideBF16(view[uint16](buf), float32(n))
+	}
+}
+
+// scratchWords is the size, in 8-byte words, of each stack buffer the
+// portable path decodes a chunk into: small enough for the stack and L1,
+// large enough that the per-chunk overhead vanishes.
+const scratchWords = 256
+
+// reducePortable handles buffers the fast path cannot view (misaligned, or a
+// big-endian host): it decodes chunks of dst and src into aligned scratch in
+// host order, reduces them with the typed kernels and encodes the result back.
+func reducePortable(dt backend.DType, op backend.Op, dst, src []byte) {
+	var dw, sw [scratchWords]uint64
+	db := unsafe.Slice((*byte)(unsafe.Pointer(&dw[0])), len(dw)*8)
+	sb := unsafe.Slice((*byte)(unsafe.Pointer(&sw[0])), len(sw)*8)
+	size := dt.Size()
+	for off := 0; off < len(dst); off += len(db) {
+		n := min(len(db), len(dst)-off)
+		d, s := dst[off:off+n], src[off:off+n]
+		decodeLE(size, db[:n], d)
+		decodeLE(size, sb[:n], s)
+		reduceNative(dt, op, db[:n], sb[:n])
+		encodeLE(size, d, db[:n])
+	}
+}
+
+// dividePortable is the Divide counterpart of reducePortable.
+func dividePortable(dt backend.DType, buf []byte, n int) {
+	var w [scratchWords]uint64
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
+	size := dt.Size()
+	for off := 0; off < len(buf); off += len(b) {
+		k := min(len(b), len(buf)-off)
+		chunk := buf[off : off+k]
+		decodeLE(size, b[:k], chunk)
+		divideNative(dt, b[:k], n)
+		encodeLE(size, chunk, b[:k])
+	}
+}
+
+// decodeLE fills out (aligned, same length as in) with the size-byte
+// little-endian elements of in, in host byte order. On a little-endian host
+// that is a plain copy (the portable path then only fixes alignment).
+func decodeLE(size int, out, in []byte) {
+	if nativeLittleEndian || size == 1 {
+		copy(out, in)
+		return
+	}
+	swapLE(size, out, in, true)
+}
+
+// encodeLE is the inverse of decodeLE: it writes the host-order elements of
+// in (aligned) to out as size-byte little-endian values.
+func encodeLE(size int, out, in []byte) {
+	if nativeLittleEndian || size == 1 {
+		copy(out, in)
+		return
+	}
+	swapLE(size, out, in, false)
+}
+
+// swapLE converts between little-endian bytes and host-order elements of
+// 2, 4 or 8 bytes with encoding/binary, whatever the host's byte order:
+// decoding reads le and writes host (aligned); encoding reads host and
+// writes le.
+func swapLE(size int, out, in []byte, decode bool) {
+	host, le := out, in
+	if !decode {
+		host, le = in, out
+	}
+	switch size {
+	case 2:
+		h := view[uint16](host)
+		for i := range h {
+			if decode {
+				h[i] = binary.LittleEndian.Uint16(le[2*i:])
+			} else {
+				binary.LittleEndian.PutUint16(le[2*i:], h[i])
+			}
+		}
+	case 4:
+		h := view[uint32](host)
+		for i := range h {
+			if decode {
+				h[i] = binary.LittleEndian.Uint32(le[4*i:])
+			} else {
+				binary.LittleEndian.PutUint32(le[4*i:], h[i])
+			}
+		}
+	case 8:
+		h := view[uint64](host)
+		for i := range h {
+			if decode {
+				h[i] = binary.LittleEndian.Uint64(le[8*i:])
+			} else {
+				binary.LittleEndian.PutUint64(le[8*i:], h[i])
+			}
+		}
+	}
+}

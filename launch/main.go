@@ -1,0 +1,85 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Usage is commrun's synopsis.
+const Usage = `usage: commrun -n N [--nnodes M --node-rank R --master-addr A --master-port P]
+               [--timeout D] [--kill-grace D] [--tail L] [--] program [args...]
+
+Starts N ranks of program on this host with the gocomm/torchrun environment
+(RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT), prefixes their output with "[rank] ", forwards
+SIGINT and SIGTERM, and stops every rank as soon as one fails. On several
+hosts run it once per host with the same --nnodes, --master-addr and
+--master-port and that host's --node-rank. Exit status: 0 when every rank
+exited 0; else the first failed rank's status (128+n for signal n), 124 after
+--timeout, 128+n when interrupted by signal n, 2 for a usage error.
+
+flags (torchrun's spellings --nproc_per_node, --node_rank, --master_addr,
+--master_port are accepted too):
+`
+
+// Main is commrun: it parses args (without the program name), runs the job
+// and returns the exit status. Ranks' output goes to stdout and stderr, the
+// launcher's own messages (usage, the failure summary) to stderr. Signals
+// received on signals are forwarded to the ranks.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	fs := flag.NewFlagSet("commrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg Config
+	fs.IntVar(&cfg.NProcs, "n", 0, "number of ranks on this host (required)")
+	fs.IntVar(&cfg.NProcs, "nproc-per-node", 0, "same as -n")
+	fs.IntVar(&cfg.NNodes, "nnodes", 1, "number of hosts in the job")
+	fs.IntVar(&cfg.NodeRank, "node-rank", 0, "this host's index, 0..nnodes-1")
+	fs.StringVar(&cfg.MasterAddr, "master-addr", "", "host of rank 0's store (default 127.0.0.1; required with --nnodes > 1)")
+	fs.IntVar(&cfg.MasterPort, "master-port", 0, "port of rank 0's store (default: a free port on one host, 29500 on several)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop every rank and fail after this long, e.g. 10m (default: no limit)")
+	fs.DurationVar(&cfg.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
+	fs.IntVar(&cfg.TailLines, "tail", DefaultTailLines, "lines of a failed rank's output to repeat in the summary")
+	// torchrun's spellings.
+	fs.IntVar(&cfg.NProcs, "nproc_per_node", 0, "same as -n")
+	fs.IntVar(&cfg.NodeRank, "node_rank", 0, "same as --node-rank")
+	fs.StringVar(&cfg.MasterAddr, "master_addr", "", "same as --master-addr")
+	fs.IntVar(&cfg.MasterPort, "master_port", 0, "same as --master-port")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, Usage)
+		fs.VisitAll(func(f *flag.Flag) {
+			switch f.Name {
+			case "nproc_per_node", "node_rank", "master_addr", "master_port":
+				return
+			}
+			fmt.Fprintf(stderr, "  -%s\n    \t%s\n", f.Name, f.Usage)
+		})
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		cfg.Program, cfg.Args = rest[0], rest[1:]
+	}
+	cfg.Stdout, cfg.Stderr, cfg.Signals = stdout, stderr, signals
+	err := Run(ctx, cfg)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, err)
+	var je *JobError
+	switch {
+	case errors.As(err, &je):
+		return je.ExitCode()
+	case errors.Is(err, ErrConfig):
+		fmt.Fprintln(stderr, "run commrun -h for help")
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,454 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocomm/comm"
+)
+
+// Defaults of Config.
+const (
+	DefaultKillGrace  = 5 * time.Second
+	DefaultTailLines  = 10
+	DefaultMasterPort = 29500 // on several nodes, as torchrun
+)
+
+// ErrConfig is wrapped by the errors Run returns for a Config it cannot
+// run (before starting anything).
+var ErrConfig = errors.New("launch: invalid configuration")
+
+// Config describes this host's share of a job.
+type Config struct {
+	// NProcs is the number of ranks to start on this host (commrun -n).
+	NProcs int
+	// NNodes is the number of hosts of the job (0 means 1); NodeRank is
+	// this host's index. Every host runs NProcs ranks.
+	NNodes, NodeRank int
+	// MasterAddr and MasterPort locate rank 0's store. On one host they
+	// default to 127.0.0.1 and a free port; on several, MasterAddr is
+	// required and MasterPort defaults to DefaultMasterPort.
+	MasterAddr string
+	MasterPort int
+	// Timeout bounds the whole job (0: none). When it expires every rank
+	// is stopped and Run returns a *JobError with TimedOut set.
+	Timeout time.Duration
+	// KillGrace is how long a rank has to exit after SIGTERM (or a
+	// forwarded signal) before it gets SIGKILL; 0 is DefaultKillGrace.
+	KillGrace time.Duration
+	// Program and Args are the command every rank runs.
+	Program string
+	Args    []string
+	// Env is the environment the ranks start from (nil: os.Environ()); Run
+	// replaces the contract's variables in it.
+	Env []string
+	// Dir is the ranks' working directory ("": the caller's).
+	Dir string
+	// Stdout and Stderr receive the ranks' output, each line prefixed
+	// with "[rank] " (nil: os.Stdout, os.Stderr). Lines are written whole,
+	// one at a time, so they may be shared with other writers.
+	Stdout, Stderr io.Writer
+	// Signals, if not nil, are forwarded to every rank as they arrive
+	// (commrun passes SIGINT and SIGTERM). After the first one, ranks
+	// still running after KillGrace are killed.
+	Signals <-chan os.Signal
+	// TailLines is how many of a rank's last lines a failure report
+	// shows (0: DefaultTailLines; negative: none).
+	TailLines int
+	// Name prefixes the launcher's own messages (default "commrun").
+	Name string
+}
+
+// withDefaults validates cfg and fills in its defaults. It may pick a
+// free port.
+func (cfg Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return cfg, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	if cfg.NNodes == 0 {
+		cfg.NNodes = 1
+	}
+	switch {
+	case cfg.NProcs < 1:
+		return bad("%d ranks per node (-n): want at least 1", cfg.NProcs)
+	case cfg.NNodes < 1:
+		return bad("%d nodes (--nnodes): want at least 1", cfg.NNodes)
+	case cfg.NodeRank < 0 || cfg.NodeRank >= cfg.NNodes:
+		return bad("node rank %d (--node-rank) out of range for %d nodes: want 0..%d", cfg.NodeRank, cfg.NNodes, cfg.NNodes-1)
+	case cfg.Program == "":
+		return bad("no program to run: give it after the flags, e.g. commrun -n 4 -- ./train")
+	case cfg.MasterPort < 0 || cfg.MasterPort > 65535:
+		return bad("master port %d (--master-port) is not a TCP port", cfg.MasterPort)
+	case cfg.MasterAddr == "" && cfg.NNodes > 1:
+		return bad("--master-addr is required with --nnodes %d: the host of node rank 0, which every node can reach", cfg.NNodes)
+	case cfg.Timeout < 0:
+		return bad("timeout %v: want a positive duration or 0 for none", cfg.Timeout)
+	}
+	if cfg.MasterAddr == "" {
+		cfg.MasterAddr = "127.0.0.1"
+	}
+	if cfg.MasterPort == 0 {
+		if cfg.NNodes > 1 {
+			cfg.MasterPort = DefaultMasterPort
+		} else {
+			p, err := freePort(cfg.MasterAddr)
+			if err != nil {
+				return bad("no free port for the store on %s (set --master-port): %v", cfg.MasterAddr, err)
+			}
+			cfg.MasterPort = p
+		}
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.TailLines == 0 {
+		cfg.TailLines = DefaultTailLines
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = os.Stdout
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Name == "" {
+		cfg.Name = "commrun"
+	}
+	return cfg, nil
+}
+
+// freePort asks the kernel for a port that is free on host now. Rank 0
+// binds it moments later; the window is short.
+func freePort(host string) (int, error) {
+	bind := host
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		bind = "" // rank 0 listens on every interface
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(bind, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// contractVars are replaced in every rank's environment; the stale ones
+// of an enclosing launcher would otherwise be misread.
+var contractVars = []string{
+	comm.EnvRank, comm.EnvWorldSize, comm.EnvLocalRank, comm.EnvLocalWorldSize,
+	comm.EnvGroupRank, comm.EnvGroupWorldSize, comm.EnvMasterAddr, comm.EnvMasterPort,
+	comm.EnvUseAgentStore, comm.EnvRestartCount, comm.EnvRunID,
+	"LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+	"TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_ERROR_FILE",
+}
+
+// rankEnv is the environment of local rank l of this node.
+func (cfg *Config) rankEnv(l int) []string {
+	drop := make(map[string]bool, len(contractVars))
+	for _, v := range contractVars {
+		drop[v] = true
+	}
+	env := make([]string, 0, len(cfg.Env)+8)
+	for _, kv := range cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !drop[k] {
+			env = append(env, kv)
+		}
+	}
+	itoa := strconv.Itoa
+	return append(env,
+		comm.EnvRank+"="+itoa(cfg.NodeRank*cfg.NProcs+l),
+		comm.EnvWorldSize+"="+itoa(cfg.NNodes*cfg.NProcs),
+		comm.EnvLocalRank+"="+itoa(l),
+		comm.EnvLocalWorldSize+"="+itoa(cfg.NProcs),
+		comm.EnvGroupRank+"="+itoa(cfg.NodeRank),
+		comm.EnvGroupWorldSize+"="+itoa(cfg.NNodes),
+		comm.EnvMasterAddr+"="+cfg.MasterAddr,
+		comm.EnvMasterPort+"="+itoa(cfg.MasterPort),
+	)
+}
+
+// RankExit is how one rank ended.
+type RankExit struct {
+	Rank int // global rank
+	PID  int // 0 if it never started
+	// Code is the exit status, -1 when a signal ended the rank or it never
+	// started.
+	Code int
+	// Signal is the signal that ended the rank, or nil.
+	Signal os.Signal
+	// Err is why the rank could not be started or waited for.
+	Err error
+	// Stopped is set when the launcher signalled the rank before it ended
+	// (after another rank failed, a timeout, or a forwarded signal).
+	Stopped bool
+	// Elapsed is the time from the job's start to the rank's end.
+	Elapsed time.Duration
+	// Tail holds the rank's last lines of output (stdout and stderr).
+	Tail []string
+}
+
+// Failed reports whether the rank did not exit with status 0.
+func (r *RankExit) Failed() bool { return r.Code != 0 || r.Err != nil || r.Signal != nil }
+
+// Status says how the rank ended: "exit status 3", "killed by signal 9
+// (killed)", "not started: ...".
+func (r *RankExit) Status() string {
+	switch {
+	case r.Err != nil && r.PID == 0:
+		return "not started: " + r.Err.Error()
+	case r.Signal != nil:
+		if n := signalNumber(r.Signal); n > 0 {
+			return fmt.Sprintf("killed by signal %d (%v)", n, r.Signal)
+		}
+		return fmt.Sprintf("killed by %v", r.Signal)
+	case r.Err != nil:
+		return r.Err.Error()
+	}
+	return "exit status " + strconv.Itoa(r.Code)
+}
+
+// JobError is the error of a job that did not end with every rank exiting
+// 0. Exactly one cause is set: First, TimedOut, Signal or Canceled.
+type JobError struct {
+	// Name is the launcher's name, for the message.
+	Name string
+	// First is the first rank to fail; the launcher then stopped the
+	// others.
+	First *RankExit
+	// TimedOut is set when Config.Timeout (Timeout) expired first.
+	TimedOut bool
+	Timeout  time.Duration
+	// Signal is the signal the launcher received and forwarded.
+	Signal os.Signal
+	// Canceled is the context's error when it ended the job.
+	Canceled error
+	// Ranks holds every rank of this host, in rank order.
+	Ranks []RankExit
+}
+
+// Error is the failure summary: the cause, the failed rank's last lines of
+// output, and how every other rank ended.
+func (e *JobError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.First != nil:
+		f := e.First
+		fmt.Fprintf(&b, "%s: rank %d failed first, %v after the start: %s", e.Name, f.Rank, f.Elapsed.Round(time.Millisecond), f.Status())
+		if f.PID != 0 {
+			fmt.Fprintf(&b, " (pid %d)", f.PID)
+		}
+		writeTail(&b, e.Name, f)
+	case e.TimedOut:
+		fmt.Fprintf(&b, "%s: the job timed out after %v; every rank still running was stopped", e.Name, e.Timeout)
+	case e.Signal != nil:
+		fmt.Fprintf(&b, "%s: interrupted by %v, which was forwarded to every rank", e.Name, e.Signal)
+	default:
+		fmt.Fprintf(&b, "%s: canceled (%v); every rank still running was stopped", e.Name, e.Canceled)
+	}
+	for i := range e.Ranks {
+		r := &e.Ranks[i]
+		if e.First != nil && r.Rank == e.First.Rank {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s: rank %d: %s", e.Name, r.Rank, r.Status())
+		if r.Stopped {
+			b.WriteString(" (stopped by " + e.Name + ")")
+		}
+		if e.First == nil && r.Stopped && len(r.Tail) > 0 {
+			// Where a hung or interrupted rank was.
+			fmt.Fprintf(&b, "; last line: %s", r.Tail[len(r.Tail)-1])
+		}
+	}
+	return b.String()
+}
+
+func writeTail(b *strings.Builder, name string, r *RankExit) {
+	if len(r.Tail) == 0 {
+		fmt.Fprintf(b, "\n%s: rank %d printed nothing", name, r.Rank)
+		return
+	}
+	fmt.Fprintf(b, "\n%s: last %d lines of rank %d:", name, len(r.Tail), r.Rank)
+	for _, l := range r.Tail {
+		fmt.Fprintf(b, "\n    [%d] %s", r.Rank, l)
+	}
+}
+
+// ExitCode is the status a launcher should exit with: the first failed
+// rank's exit status (128+n for signal n), 124 for a timeout, 128+n for a
+// forwarded signal n, 1 otherwise.
+func (e *JobError) ExitCode() int {
+	switch {
+	case e.First != nil:
+		if e.First.Code > 0 {
+			return e.First.Code
+		}
+		if n := signalNumber(e.First.Signal); n > 0 {
+			return 128 + n
+		}
+	case e.TimedOut:
+		return 124
+	case e.Signal != nil:
+		if n := signalNumber(e.Signal); n > 0 {
+			return 128 + n
+		}
+	}
+	return 1
+}
+
+// rankProc is one running rank.
+type rankProc struct {
+	exit     RankExit
+	cmd      *exec.Cmd
+	tail     *tail
+	running  bool // started and not yet reaped (supervisor only)
+	signaled bool // the launcher signalled it (supervisor only)
+}
+
+// Run starts NProcs ranks of cfg.Program with the environment contract and
+// waits until every one has exited. It returns nil when all exited with
+// status 0, a *JobError otherwise (after stopping the others as soon as
+// one failed), or an error wrapping ErrConfig for an unusable cfg. When
+// ctx ends, the ranks are stopped as for a timeout.
+func Run(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	outMu := new(sync.Mutex) // one whole line at a time, across both streams
+	stdout := &syncWriter{mu: outMu, w: cfg.Stdout}
+	stderr := &syncWriter{mu: outMu, w: cfg.Stderr}
+
+	start := time.Now()
+	procs := make([]*rankProc, cfg.NProcs)
+	exits := make(chan int, cfg.NProcs)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for l := range procs {
+		rank := cfg.NodeRank*cfg.NProcs + l
+		p := &rankProc{exit: RankExit{Rank: rank, Code: -1}, tail: &tail{n: max(cfg.TailLines, 0)}}
+		procs[l] = p
+		outW := newLineWriter(rank, stdout, p.tail)
+		errW := newLineWriter(rank, stderr, p.tail)
+		cmd := exec.Command(cfg.Program, cfg.Args...)
+		cmd.Env = cfg.rankEnv(l)
+		cmd.Dir = cfg.Dir
+		cmd.Stdout, cmd.Stderr = outW, errW
+		cmd.WaitDelay = cfg.KillGrace
+		setProcessGroup(cmd)
+		p.cmd = cmd
+		if err := cmd.Start(); err != nil {
+			p.exit.Err = err
+			exits <- l
+			continue
+		}
+		p.running = true
+		p.exit.PID = cmd.Process.Pid
+		wg.Go(func() {
+			err := cmd.Wait()
+			outW.flush()
+			errW.flush()
+			p.exit.Elapsed = time.Since(start)
+			p.exit.Tail = p.tail.get()
+			st := cmd.ProcessState
+			switch {
+			case st == nil:
+				p.exit.Err = err
+			default:
+				p.exit.Code = st.ExitCode()
+				if sig, ok := exitSignal(st); ok {
+					p.exit.Signal = sig
+				}
+				var exitErr *exec.ExitError
+				if err != nil && !errors.As(err, &exitErr) {
+					p.exit.Err = err // such as exec.ErrWaitDelay
+				}
+			}
+			exits <- l
+		})
+	}
+
+	je := &JobError{Name: cfg.Name}
+	var (
+		stopping  bool
+		killTimer <-chan time.Time
+		timeout   <-chan time.Time
+	)
+	if cfg.Timeout > 0 {
+		t := time.NewTimer(cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	signalAll := func(sig os.Signal) {
+		for _, p := range procs {
+			if p.running {
+				p.signaled = true
+				signalGroup(p.cmd.Process, sig)
+			}
+		}
+	}
+	stop := func(sig os.Signal) {
+		signalAll(sig)
+		if !stopping {
+			stopping = true
+			killTimer = time.After(cfg.KillGrace)
+		}
+	}
+	done := ctx.Done()
+	for left := cfg.NProcs; left > 0; {
+		select {
+		case l := <-exits:
+			left--
+			p := procs[l]
+			p.running = false
+			p.exit.Stopped = p.signaled
+			if p.exit.Failed() && !stopping {
+				je.First = &p.exit
+				stop(terminate)
+			}
+		case sig := <-cfg.Signals:
+			if je.Signal == nil && !stopping {
+				je.Signal = sig
+			}
+			stop(sig)
+		case <-timeout:
+			if !stopping {
+				je.TimedOut, je.Timeout = true, cfg.Timeout
+			}
+			stop(terminate)
+		case <-done:
+			done = nil
+			if !stopping {
+				je.Canceled = ctx.Err()
+			}
+			stop(terminate)
+		case <-killTimer:
+			killTimer = nil
+			signalAll(os.Kill)
+		}
+	}
+	wg.Wait()
+	failed := false
+	for _, p := range procs {
+		je.Ranks = append(je.Ranks, p.exit)
+		failed = failed || p.exit.Failed()
+	}
+	if je.First != nil {
+		je.First = &je.Ranks[je.First.Rank-cfg.NodeRank*cfg.NProcs]
+	}
+	if !stopping && !failed {
+		return nil
+	}
+	return je
+}

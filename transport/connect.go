@@ -1,0 +1,397 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AddrStore is the part of a rendezvous store that ConnectTCP needs; a
+// rendezvous.Store satisfies it. Get blocks until the key is set or ctx
+// ends.
+type AddrStore interface {
+	Set(ctx context.Context, key string, value []byte) error
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// TCPOptions configures ConnectTCP. Zero values of the optional fields
+// select the defaults documented on each.
+type TCPOptions struct {
+	Rank, Size int // this rank and the world size; 0 <= Rank < Size
+
+	// Prefix namespaces the store keys (a job or world id): the address of
+	// rank r is published under Prefix + "/addr/<r>". Ranks of different
+	// prefixes refuse each other's connections.
+	Prefix string
+
+	// ListenHost is the host or IP to bind (the port is always chosen by
+	// the kernel). Default: 127.0.0.1 if MasterHost is empty or a loopback
+	// address (a one-host job), else 0.0.0.0.
+	ListenHost string
+	// AdvertiseHost is the host published for peers to dial. Default:
+	// ListenHost, or, when binding all interfaces, the local address of
+	// the interface that routes to MasterHost (or the host name when
+	// MasterHost is empty).
+	AdvertiseHost string
+	// MasterHost is the store's host (MASTER_ADDR); it only guides the
+	// defaults above.
+	MasterHost string
+
+	// Secret is the shared secret authenticating every connection
+	// (HMAC-SHA256 challenge-response). Empty still checks identity.
+	Secret []byte
+
+	// MaxFragment is the largest data fragment sent or accepted, in bytes
+	// (default DefaultMaxFragment, at most 1 GiB). Longer messages are
+	// split. Each side sends fragments no larger than the other accepts.
+	MaxFragment int
+	// HandshakeTimeout bounds one connection's handshake (default 10s).
+	HandshakeTimeout time.Duration
+	// CloseTimeout bounds the goodbye and abort writes and how long Close
+	// waits for peers to hang up (default 2s).
+	CloseTimeout time.Duration
+	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF when > 0. Default 0 keeps
+	// the kernel's auto-tuning, which on Linux grows buffers past what an
+	// explicit setting is allowed (net.core.rmem_max) and measured faster.
+	SocketBuffer int
+	// KeepAlive is the TCP keep-alive idle time and probe interval (3
+	// probes), which bounds how long a silently vanished host goes
+	// unnoticed; default 5s, negative disables.
+	KeepAlive time.Duration
+
+	hooks *tcpHooks // tests only
+}
+
+// tcpHooks let in-package tests observe connection set-up.
+type tcpHooks struct {
+	accepted func(peer int) // after an accepted peer is admitted
+	refused  func(err error)
+}
+
+func (o TCPOptions) withDefaults() (TCPOptions, error) {
+	if o.Size < 1 || o.Size > 1<<24 {
+		return o, fmt.Errorf("comm: transport: world size %d out of range", o.Size)
+	}
+	if o.Rank < 0 || o.Rank >= o.Size {
+		return o, fmt.Errorf("comm: transport: rank %d not in [0, %d)", o.Rank, o.Size)
+	}
+	if o.MaxFragment == 0 {
+		o.MaxFragment = DefaultMaxFragment
+	}
+	if o.MaxFragment < 1 || o.MaxFragment > maxFragmentLimit {
+		return o, fmt.Errorf("comm: transport: MaxFragment %d not in [1, %d]", o.MaxFragment, maxFragmentLimit)
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 2 * time.Second
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 5 * time.Second
+	}
+	return o, nil
+}
+
+func (o *TCPOptions) addrKey(rank int) string {
+	return o.Prefix + "/addr/" + strconv.Itoa(rank)
+}
+
+// hosts resolves the bind and advertised hosts; see TCPOptions.
+func (o *TCPOptions) hosts(ctx context.Context) (bind, advertise string, err error) {
+	bind = o.ListenHost
+	if bind == "" {
+		if o.MasterHost == "" || isLoopbackHost(o.MasterHost) {
+			bind = "127.0.0.1"
+		} else {
+			bind = "0.0.0.0"
+		}
+	}
+	if o.AdvertiseHost != "" {
+		return bind, o.AdvertiseHost, nil
+	}
+	if ip := net.ParseIP(bind); ip == nil || !ip.IsUnspecified() {
+		return bind, bind, nil
+	}
+	if o.MasterHost == "" {
+		h, err := os.Hostname()
+		return bind, h, err
+	}
+	// Connecting a UDP socket sends nothing; it only picks the route.
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", net.JoinHostPort(o.MasterHost, "9"))
+	if err != nil {
+		return "", "", fmt.Errorf("comm: transport: finding the address that reaches %s (set AdvertiseHost): %w", o.MasterHost, err)
+	}
+	defer c.Close()
+	return bind, c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// tune sets socket options on a new connection.
+func (o *TCPOptions) tune(conn net.Conn) {
+	tc, ok := conn.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	tc.SetNoDelay(true)
+	if o.SocketBuffer > 0 {
+		tc.SetReadBuffer(o.SocketBuffer)
+		tc.SetWriteBuffer(o.SocketBuffer)
+	}
+	if o.KeepAlive > 0 {
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: o.KeepAlive, Interval: o.KeepAlive, Count: 3})
+	}
+}
+
+// ConnectTCP joins the world described by opts: it binds a port chosen by
+// the kernel, publishes "host:port" in store under Prefix+"/addr/<rank>",
+// dials every lower rank, accepts every higher rank, and authenticates
+// each connection (see TCPOptions.Secret). Connections that fail the
+// handshake (garbage, another job, wrong secret or world size, a rank
+// already connected) are closed without disturbing the others. It returns
+// when all Size-1 connections are up, or, when ctx ends first, an error
+// naming the ranks that never connected. All ranks must call it
+// concurrently.
+func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if o.Size == 1 {
+		return newTCP(o.Rank, 1, o.MaxFragment, o.CloseTimeout, nil, nil), nil
+	}
+	if store == nil {
+		return nil, errors.New("comm: transport: ConnectTCP needs a store")
+	}
+	bind, advertise, err := o.hosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(bind, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("comm: transport: rank %d: listen: %w", o.Rank, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	addr := net.JoinHostPort(advertise, strconv.Itoa(port))
+	if err := store.Set(ctx, o.addrKey(o.Rank), []byte(addr)); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("comm: transport: rank %d: publishing address: %w", o.Rank, err)
+	}
+	m := &meshBuilder{
+		o:     &o,
+		store: store,
+		hc: &handshakeConfig{
+			rank: o.Rank, size: o.Size, job: jobID(o.Prefix),
+			secret: o.Secret, maxFragment: o.MaxFragment,
+		},
+		allUp:   make(chan struct{}),
+		conns:   make([]net.Conn, o.Size),
+		frags:   make([]int, o.Size),
+		lastErr: make([]error, o.Size),
+	}
+	if err := m.run(ctx, ln); err != nil {
+		return nil, err
+	}
+	return newTCP(o.Rank, o.Size, o.MaxFragment, o.CloseTimeout, m.conns, m.frags), nil
+}
+
+// meshBuilder sets up the connections of one rank.
+type meshBuilder struct {
+	o     *TCPOptions
+	store AddrStore
+	hc    *handshakeConfig
+	allUp chan struct{} // closed when every connection is up
+
+	mu      sync.Mutex // protects following
+	conns   []net.Conn // by peer rank
+	frags   []int      // peer's largest fragment
+	up      int
+	lastErr []error // by peer: why the last attempt failed
+	strays  int     // refused incoming connections
+	stray   error   // the last refusal
+}
+
+// run connects the mesh; on failure it closes every connection made.
+func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.acceptLoop(ctx, ln, &wg) })
+	for q := range m.o.Rank {
+		wg.Go(func() { m.dialLoop(ctx, q) })
+	}
+	select {
+	case <-m.allUp:
+	case <-ctx.Done():
+	}
+	ln.Close()
+	cancel()
+	wg.Wait()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.up == m.o.Size-1 {
+		return nil
+	}
+	var missing []string
+	var detail strings.Builder
+	for q, c := range m.conns {
+		if q == m.o.Rank {
+			continue
+		}
+		if c != nil {
+			c.Close()
+			continue
+		}
+		missing = append(missing, strconv.Itoa(q))
+		if m.lastErr[q] != nil {
+			fmt.Fprintf(&detail, "; rank %d: %v", q, m.lastErr[q])
+		}
+	}
+	if m.strays > 0 {
+		fmt.Fprintf(&detail, "; %d incoming connection(s) refused, last: %v", m.strays, m.stray)
+	}
+	return fmt.Errorf("comm: transport: rank %d of %d: ranks [%s] never connected: %w%s",
+		m.o.Rank, m.o.Size, strings.Join(missing, " "), context.Cause(parent), detail.String())
+}
+
+func (m *meshBuilder) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.WaitGroup) {
+	// Bound concurrent handshakes so a flood of strays cannot pile up.
+	sem := make(chan struct{}, 2*m.o.Size+16)
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return // listener closed
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			conn.Close()
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m.acceptOne(ctx, conn)
+		})
+	}
+}
+
+// acceptOne handshakes an incoming connection and admits it, or closes it.
+func (m *meshBuilder) acceptOne(ctx context.Context, conn net.Conn) {
+	m.o.tune(conn)
+	conn.SetDeadline(time.Now().Add(m.o.HandshakeTimeout))
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	peer, frag, err := m.hc.acceptHandshake(conn)
+	if err == nil {
+		err = m.admit(conn, peer, frag, stop)
+	}
+	if err != nil {
+		stop()
+		conn.Close()
+		m.mu.Lock()
+		m.strays++
+		m.stray = err
+		m.mu.Unlock()
+		if m.o.hooks != nil && m.o.hooks.refused != nil {
+			m.o.hooks.refused(err)
+		}
+		return
+	}
+	if m.o.hooks != nil && m.o.hooks.accepted != nil {
+		m.o.hooks.accepted(peer)
+	}
+}
+
+// admit acknowledges an authenticated peer and records its connection,
+// unless that rank is already connected.
+func (m *meshBuilder) admit(conn net.Conn, peer, frag int, stop func() bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.conns[peer] != nil {
+		return fmt.Errorf("%w: rank %d: %w", ErrHandshake, peer, errDuplicate)
+	}
+	if !stop() {
+		return context.Canceled // connect ended; conn is being closed
+	}
+	if err := sendAck(conn); err != nil {
+		return err
+	}
+	conn.SetDeadline(time.Time{})
+	m.addLocked(peer, conn, frag)
+	return nil
+}
+
+func (m *meshBuilder) addLocked(peer int, conn net.Conn, frag int) {
+	m.conns[peer] = conn
+	m.frags[peer] = frag
+	m.lastErr[peer] = nil
+	m.up++
+	if m.up == m.o.Size-1 {
+		close(m.allUp)
+	}
+}
+
+// dialLoop connects to the lower rank q, retrying until it succeeds or ctx
+// ends.
+func (m *meshBuilder) dialLoop(ctx context.Context, q int) {
+	backoff := 10 * time.Millisecond
+	for {
+		err := m.dialOnce(ctx, q)
+		if err == nil {
+			return
+		}
+		m.mu.Lock()
+		m.lastErr[q] = err
+		m.mu.Unlock()
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+func (m *meshBuilder) dialOnce(ctx context.Context, q int) error {
+	addr, err := m.store.Get(ctx, m.o.addrKey(q))
+	if err != nil {
+		return fmt.Errorf("reading its address: %w", err)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", string(addr))
+	if err != nil {
+		return err
+	}
+	m.o.tune(conn)
+	conn.SetDeadline(time.Now().Add(m.o.HandshakeTimeout))
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	frag, err := m.hc.dialHandshake(conn, q)
+	if err == nil && !stop() {
+		err = context.Canceled
+	}
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	conn.SetDeadline(time.Time{})
+	m.mu.Lock()
+	m.addLocked(q, conn, frag)
+	m.mu.Unlock()
+	return nil
+}

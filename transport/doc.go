@@ -1,0 +1,34 @@
+// Package transport moves messages between the ranks of one world: the
+// byte layer under the native backend.
+//
+// An Endpoint sends a message to a peer and receives messages matched by
+// (communicator, sequence number, tag, sender). Two implementations share
+// one mailbox, so they behave the same:
+//
+//   - TCP (ConnectTCP): one connection per pair of ranks, addresses
+//     exchanged through a rendezvous store, an authenticated handshake,
+//     framed messages with bounded sizes, one reader goroutine per
+//     connection that reads payloads straight into posted receive
+//     buffers;
+//   - Inproc (NewInprocWorld): all ranks in one process, for tests.
+//
+// Matching. Per key (Comm, Seq, Tag) and sender, messages are delivered in
+// the order they were sent. A receive posted before its message arrives
+// gets the payload written directly into its buffer; a message that
+// arrives first is queued (in a buffer of its own) and copied at receive
+// time. Every message carries the sender's Signature; a receive fails with
+// *MismatchError if the matched message, or any message or receive with
+// the same (Comm, Seq != 0), disagrees, and with *LengthError if the
+// message's length differs from the buffer's.
+//
+// Failures. A ctx that ends fails only that call. A peer whose connection
+// breaks without a goodbye aborts the endpoint: every pending and later
+// operation fails with an error matching both ErrAborted and ErrPeerLost
+// that holds a *PeerError naming the rank. A peer that closes (goodbye)
+// fails only the receives it alone could serve and sends to it, with
+// ErrPeerClosed. Abort fails everything locally and aborts every peer with
+// a *RemoteAbortError. Close fails pending operations with ErrClosed and
+// waits for every goroutine the endpoint started.
+//
+// Wire format: see frame.go (frames) and handshake.go (handshake).
+package transport

@@ -1,0 +1,211 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memStore is an in-memory AddrStore for tests.
+type memStore struct {
+	mu      sync.Mutex // protects following
+	values  map[string][]byte
+	waiters map[string]chan struct{} // closed when the key is set
+}
+
+func newMemStore() *memStore {
+	return &memStore{values: make(map[string][]byte), waiters: make(map[string]chan struct{})}
+}
+
+func (s *memStore) Set(ctx context.Context, key string, value []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.values[key] = append([]byte(nil), value...)
+	if w, ok := s.waiters[key]; ok {
+		close(w)
+		delete(s.waiters, key)
+	}
+	return nil
+}
+
+func (s *memStore) Get(ctx context.Context, key string) ([]byte, error) {
+	for {
+		s.mu.Lock()
+		if v, ok := s.values[key]; ok {
+			s.mu.Unlock()
+			return v, nil
+		}
+		w, ok := s.waiters[key]
+		if !ok {
+			w = make(chan struct{})
+			s.waiters[key] = w
+		}
+		s.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// worldConfig tunes a test world.
+type worldConfig struct {
+	maxFragment int
+}
+
+// impl builds a world of n endpoints of one implementation.
+type impl struct {
+	name  string
+	build func(t testing.TB, n int, cfg worldConfig) []Endpoint
+}
+
+var impls = []impl{
+	{"inproc", buildInproc},
+	{"tcp", buildTCP},
+}
+
+func buildInproc(t testing.TB, n int, cfg worldConfig) []Endpoint {
+	eps := make([]Endpoint, n)
+	for i, e := range NewInprocWorld(n, InprocOptions{}) {
+		eps[i] = e
+	}
+	t.Cleanup(func() { closeAll(eps) })
+	return eps
+}
+
+func buildTCP(t testing.TB, n int, cfg worldConfig) []Endpoint {
+	t.Helper()
+	tcps, err := connectTCPWorld(n, func(o *TCPOptions) {
+		o.Prefix = t.Name()
+		o.MaxFragment = cfg.maxFragment
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := make([]Endpoint, n)
+	for i, e := range tcps {
+		eps[i] = e
+	}
+	t.Cleanup(func() {
+		closeAll(eps)
+		checkNoLeaks(t)
+	})
+	return eps
+}
+
+// connectTCPWorld connects n TCP endpoints over 127.0.0.1 through an
+// in-memory store; tweak adjusts each rank's options.
+func connectTCPWorld(n int, tweak func(*TCPOptions)) ([]*TCP, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	store := newMemStore()
+	eps := make([]*TCP, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			o := TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}
+			if tweak != nil {
+				tweak(&o)
+			}
+			eps[r], errs[r] = ConnectTCP(ctx, store, o)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			for _, e := range eps {
+				if e != nil {
+					e.Close()
+				}
+			}
+			return nil, fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return eps, nil
+}
+
+func closeAll(eps []Endpoint) {
+	var wg sync.WaitGroup
+	for _, e := range eps {
+		wg.Go(func() { e.Close() })
+	}
+	wg.Wait()
+}
+
+// forEachImpl runs f as a subtest for every implementation.
+func forEachImpl(t *testing.T, f func(t *testing.T, world func(n int, cfg worldConfig) []Endpoint)) {
+	for _, im := range impls {
+		t.Run(im.name, func(t *testing.T) {
+			f(t, func(n int, cfg worldConfig) []Endpoint { return im.build(t, n, cfg) })
+		})
+	}
+}
+
+// checkNoLeaks fails if goroutines of this package outlive their
+// endpoints. Tests do not run in parallel, so any such goroutine leaked.
+func checkNoLeaks(t testing.TB) {
+	t.Helper()
+	var stacks string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		stacks = transportGoroutines()
+		if stacks == "" {
+			return
+		}
+	}
+	t.Errorf("goroutines left after Close:\n%s", stacks)
+}
+
+func transportGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "transport.(*TCP)") || strings.Contains(g, "transport.(*meshBuilder)") ||
+			strings.Contains(g, "transport.(*tcpConn)") {
+			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "transportGoroutines") {
+				continue
+			}
+			leaked = append(leaked, g)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
+}
+
+// tctx is a context bounding one test step.
+func tctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// result of an asynchronous Recv.
+type recvResult struct {
+	from int
+	err  error
+}
+
+func goRecv(ctx context.Context, e Endpoint, peer int, h Header, buf []byte) <-chan recvResult {
+	ch := make(chan recvResult, 1)
+	go func() {
+		from, err := e.Recv(ctx, peer, h, buf)
+		ch <- recvResult{from, err}
+	}()
+	return ch
+}
+
+func waitResult(t testing.TB, ch <-chan recvResult, d time.Duration) recvResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(d):
+		t.Fatalf("receive still pending after %v", d)
+		return recvResult{}
+	}
+}

@@ -1,0 +1,614 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// The mailbox matches arriving messages to posted receives; both endpoint
+// implementations share it. Messages match on (Comm, Seq, Tag) and sender;
+// per key, receives are served in posting order and messages from one
+// sender in arrival order. A receive posted before its message registers
+// its buffer so the message is written straight into it (arrive/claim); a
+// message that arrives first is queued with its own buffer and copied at
+// receive time.
+
+type msgKey struct{ comm, seq, tag uint64 }
+
+type seqKey struct{ comm, seq uint64 }
+
+func keyOf(h *Header) msgKey { return msgKey{h.Comm, h.Seq, h.Tag} }
+
+type recvState uint8
+
+const (
+	recvPosted  recvState = iota // queued in the mailbox, waiting for a message
+	recvClaimed                  // a message is being written into buf
+	recvDone                     // result set and done closed
+)
+
+// recvOp is one posted receive.
+type recvOp struct {
+	peer int // sender rank or AnySource
+	h    Header
+	buf  []byte
+	done chan struct{} // closed once state is recvDone
+
+	// stop asks whoever writes into buf (a claimed receive) to give the
+	// buffer back: the receive's ctx ended or the mailbox failed.
+	stop atomic.Bool
+
+	// Guarded by mailbox.mu.
+	state recvState
+	from  int
+	err   error
+}
+
+// inflightMsg is a message whose payload a connection's reader is
+// collecting into a fresh buffer because no receive was posted when it
+// started to arrive. A matching receive posted meanwhile claims it (handoff):
+// the reader moves what it has into the receive's buffer and reads the rest
+// straight there, so a receive posted a little late still avoids most of
+// the copy.
+type inflightMsg struct {
+	from    int
+	h       Header
+	n       int
+	handoff atomic.Bool // r is set; the reader should switch to r.buf
+	r       *recvOp     // guarded by mailbox.mu
+}
+
+// message is a fully arrived message nobody has received yet.
+type message struct {
+	from int
+	h    Header
+	data []byte
+}
+
+// keyQueue holds the receives and the messages of one key.
+type keyQueue struct {
+	posted  []*recvOp
+	arrived []*message
+}
+
+// seqQueue indexes the same receives and messages by (Comm, Seq) so that a
+// signature mismatch is seen even when tags differ.
+type seqQueue struct {
+	posted  []*recvOp
+	arrived []*message
+}
+
+// errRecvAbandoned finishes a claimed receive whose ctx ended while its
+// message was being read; its Recv returns ctx.Err().
+var errRecvAbandoned = errors.New("receive abandoned")
+
+// arrival says what to do with the payload of an arriving message.
+type arrival uint8
+
+const (
+	arriveQueue  arrival = iota // no receive waits: keep it in a fresh buffer, then deliver
+	arriveDirect                // write it into the claimed receive's buffer, then complete
+	arriveDrop                  // discard it (consumed by a failed receive, or mailbox failed)
+)
+
+type mailbox struct {
+	rank, size int
+	failedCh   chan struct{} // closed when err is first set
+
+	mu       sync.Mutex // protects following
+	err      error      // set once aborted or closed; every later op fails with it
+	closed   bool       // closed locally: later ops fail with ErrClosed
+	byKey    map[msgKey]*keyQueue
+	bySeq    map[seqKey]*seqQueue // Seq != 0 only
+	claimed  map[*recvOp]struct{}
+	inflight map[msgKey][]*inflightMsg // arriving into fresh buffers (TCP)
+	gone     []bool                    // peer said goodbye
+	nGone    int
+	lastGone int // the peer whose goodbye came last
+}
+
+func newMailbox(rank, size int) *mailbox {
+	return &mailbox{
+		rank:     rank,
+		size:     size,
+		failedCh: make(chan struct{}),
+		byKey:    make(map[msgKey]*keyQueue),
+		bySeq:    make(map[seqKey]*seqQueue),
+		claimed:  make(map[*recvOp]struct{}),
+		inflight: make(map[msgKey][]*inflightMsg),
+		gone:     make([]bool, size),
+	}
+}
+
+// opErrLocked is the error every new operation fails with, or nil.
+func (mb *mailbox) opErrLocked() error {
+	if mb.closed {
+		return ErrClosed
+	}
+	return mb.err
+}
+
+// failed returns the mailbox's terminal error, or nil.
+func (mb *mailbox) failed() error {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.opErrLocked()
+}
+
+// sendErr returns why a send to peer must fail now, or nil.
+func (mb *mailbox) sendErr(peer int) error {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if err := mb.opErrLocked(); err != nil {
+		return err
+	}
+	if mb.gone[peer] {
+		return &PeerError{Peer: peer, Err: ErrPeerClosed}
+	}
+	return nil
+}
+
+// fail ends the mailbox with err unless it has already failed: every posted
+// receive fails with err, claimed receives are asked to stop, queued
+// messages are dropped. It reports whether this call failed it.
+func (mb *mailbox) fail(err error) bool {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.failLocked(err)
+}
+
+func (mb *mailbox) failLocked(err error) bool {
+	if mb.err != nil {
+		return false
+	}
+	mb.err = err
+	close(mb.failedCh)
+	for _, kq := range mb.byKey {
+		for _, r := range kq.posted {
+			mb.finishLocked(r, err)
+		}
+	}
+	for r := range mb.claimed {
+		r.stop.Store(true)
+	}
+	clear(mb.byKey)
+	clear(mb.bySeq)
+	clear(mb.inflight)
+	return true
+}
+
+// close fails the mailbox with ErrClosed; later operations fail with
+// ErrClosed even if it had been aborted before.
+func (mb *mailbox) close() {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	mb.failLocked(ErrClosed)
+	mb.closed = true
+}
+
+// finishLocked completes a receive with an error.
+func (mb *mailbox) finishLocked(r *recvOp, err error) {
+	r.state = recvDone
+	r.from = -1
+	r.err = err
+	close(r.done)
+}
+
+// recv is Endpoint.Recv on top of the mailbox; peer has been validated.
+func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	mb.mu.Lock()
+	if err := mb.opErrLocked(); err != nil {
+		mb.mu.Unlock()
+		return -1, err
+	}
+	if h.Seq != 0 {
+		if sq := mb.bySeq[seqKey{h.Comm, h.Seq}]; sq != nil {
+			for _, m := range sq.arrived {
+				if m.h.Sig != h.Sig {
+					mb.mu.Unlock()
+					return -1, &MismatchError{Peer: m.from, Seq: h.Seq, Local: h.Sig, Remote: m.h.Sig}
+				}
+			}
+		}
+	}
+	key := keyOf(&h)
+	if kq := mb.byKey[key]; kq != nil {
+		if m := kq.takeArrived(peer); m != nil {
+			mb.dropKeyIfEmpty(key, kq)
+			if h.Seq != 0 {
+				mb.unqueueSeq(m)
+			}
+			mb.mu.Unlock()
+			if err := checkMatch(m.from, &m.h, len(m.data), &h, len(buf)); err != nil {
+				return -1, err
+			}
+			copy(buf, m.data)
+			return m.from, nil
+		}
+	}
+	if peer != AnySource && mb.gone[peer] {
+		mb.mu.Unlock()
+		return -1, &PeerError{Peer: peer, Err: ErrPeerClosed}
+	}
+	if peer == AnySource && mb.nGone == mb.size-1 {
+		mb.mu.Unlock()
+		return -1, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
+	}
+	r := &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{})}
+	if im := mb.handoffLocked(key, peer, &h, len(buf)); im != nil {
+		r.state = recvClaimed
+		r.from = im.from
+		mb.claimed[r] = struct{}{}
+		im.r = r
+		im.handoff.Store(true)
+	} else {
+		mb.postLocked(r)
+	}
+	mb.mu.Unlock()
+
+	select {
+	case <-r.done:
+		return r.from, r.err
+	case <-ctx.Done():
+	}
+	mb.mu.Lock()
+	switch r.state {
+	case recvPosted:
+		mb.unpostLocked(r)
+		r.state = recvDone
+		mb.mu.Unlock()
+		return -1, ctx.Err()
+	case recvClaimed:
+		// The message is being written into buf; wait until the writer
+		// lets go of it (at its next read) before handing buf back.
+		r.stop.Store(true)
+	}
+	mb.mu.Unlock()
+	<-r.done
+	if r.err == errRecvAbandoned {
+		return -1, ctx.Err()
+	}
+	return r.from, r.err
+}
+
+// checkMatch applies the checks every match makes: signature, then length.
+func checkMatch(from int, got *Header, gotLen int, want *Header, wantLen int) error {
+	if got.Sig != want.Sig {
+		return &MismatchError{Peer: from, Seq: want.Seq, Local: want.Sig, Remote: got.Sig}
+	}
+	if gotLen != wantLen {
+		return &LengthError{Peer: from, Got: gotLen, Want: wantLen}
+	}
+	return nil
+}
+
+// handoffLocked finds a message of the key now arriving into a fresh
+// buffer that a new receive from peer (of n bytes, header h) may claim:
+// the next one from its sender, wanted by no earlier receive, and passing
+// the signature and length checks (one that fails them is left to fail at
+// delivery).
+func (mb *mailbox) handoffLocked(key msgKey, peer int, h *Header, n int) *inflightMsg {
+	kq := mb.byKey[key]
+	for _, im := range mb.inflight[key] {
+		if im.r != nil || (peer != AnySource && im.from != peer) || im.h.Sig != h.Sig || im.n != n {
+			continue
+		}
+		if kq != nil && slices.ContainsFunc(kq.posted, func(r *recvOp) bool {
+			return r.peer == AnySource || r.peer == im.from
+		}) {
+			continue
+		}
+		return im
+	}
+	return nil
+}
+
+// takeInflightLocked unregisters im and returns the receive that claimed
+// it, if any.
+func (mb *mailbox) takeInflightLocked(im *inflightMsg) *recvOp {
+	key := keyOf(&im.h)
+	list := removeItem(mb.inflight[key], im)
+	if len(list) == 0 {
+		delete(mb.inflight, key)
+	} else {
+		mb.inflight[key] = list
+	}
+	return im.r
+}
+
+// arriveStream is arrive for a reader that collects the payload over
+// time: with arriveQueue it also returns an inflightMsg that a later
+// receive may claim. The reader must end it with takeHandoff,
+// deliverInflight or dropInflight.
+func (mb *mailbox) arriveStream(from int, h Header, n int) (*recvOp, *inflightMsg, arrival) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	r, what := mb.matchLocked(from, &h, n)
+	if what != arriveQueue {
+		return r, nil, what
+	}
+	im := &inflightMsg{from: from, h: h, n: n}
+	key := keyOf(&h)
+	mb.inflight[key] = append(mb.inflight[key], im)
+	return nil, im, what
+}
+
+// takeHandoff returns the receive that claimed im (after im.handoff was
+// seen); the reader now writes into its buffer and completes it.
+func (mb *mailbox) takeHandoff(im *inflightMsg) *recvOp {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.takeInflightLocked(im)
+}
+
+// deliverInflight delivers a fully collected in-flight message.
+func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte) {
+	mb.mu.Lock()
+	if r := mb.takeInflightLocked(im); r != nil {
+		mb.mu.Unlock()
+		copy(r.buf, data)
+		mb.complete(r)
+		return
+	}
+	mb.deliverLocked(im.from, im.h, data)
+}
+
+// dropInflight ends an in-flight message whose connection failed; the
+// mailbox must have failed first.
+func (mb *mailbox) dropInflight(im *inflightMsg) {
+	mb.mu.Lock()
+	r := mb.takeInflightLocked(im)
+	mb.mu.Unlock()
+	if r != nil {
+		mb.abandon(r)
+	}
+}
+
+func (mb *mailbox) postLocked(r *recvOp) {
+	key := keyOf(&r.h)
+	kq := mb.byKey[key]
+	if kq == nil {
+		kq = &keyQueue{}
+		mb.byKey[key] = kq
+	}
+	kq.posted = append(kq.posted, r)
+	if r.h.Seq != 0 {
+		sk := seqKey{r.h.Comm, r.h.Seq}
+		sq := mb.bySeq[sk]
+		if sq == nil {
+			sq = &seqQueue{}
+			mb.bySeq[sk] = sq
+		}
+		sq.posted = append(sq.posted, r)
+	}
+}
+
+func (mb *mailbox) unpostLocked(r *recvOp) {
+	key := keyOf(&r.h)
+	if kq := mb.byKey[key]; kq != nil {
+		kq.posted = removeItem(kq.posted, r)
+		mb.dropKeyIfEmpty(key, kq)
+	}
+	if r.h.Seq != 0 {
+		sk := seqKey{r.h.Comm, r.h.Seq}
+		if sq := mb.bySeq[sk]; sq != nil {
+			sq.posted = removeItem(sq.posted, r)
+			mb.dropSeqIfEmpty(sk, sq)
+		}
+	}
+}
+
+func (mb *mailbox) unqueueSeq(m *message) {
+	sk := seqKey{m.h.Comm, m.h.Seq}
+	if sq := mb.bySeq[sk]; sq != nil {
+		sq.arrived = removeItem(sq.arrived, m)
+		mb.dropSeqIfEmpty(sk, sq)
+	}
+}
+
+func (mb *mailbox) dropKeyIfEmpty(key msgKey, kq *keyQueue) {
+	if len(kq.posted) == 0 && len(kq.arrived) == 0 {
+		delete(mb.byKey, key)
+	}
+}
+
+func (mb *mailbox) dropSeqIfEmpty(sk seqKey, sq *seqQueue) {
+	if len(sq.posted) == 0 && len(sq.arrived) == 0 {
+		delete(mb.bySeq, sk)
+	}
+}
+
+// removeItem deletes the first occurrence of x, keeping order.
+func removeItem[T comparable](s []T, x T) []T {
+	if i := slices.Index(s, x); i >= 0 {
+		var zero T
+		copy(s[i:], s[i+1:])
+		s[len(s)-1] = zero
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// takeArrived removes and returns the first queued message from peer (any
+// sender for AnySource).
+func (kq *keyQueue) takeArrived(peer int) *message {
+	for i, m := range kq.arrived {
+		if peer == AnySource || m.from == peer {
+			kq.arrived = slices.Delete(kq.arrived, i, i+1)
+			return m
+		}
+	}
+	return nil
+}
+
+// takePosted removes and returns the first receive that accepts a message
+// from sender.
+func (kq *keyQueue) takePosted(from int) *recvOp {
+	for i, r := range kq.posted {
+		if r.peer == AnySource || r.peer == from {
+			kq.posted = slices.Delete(kq.posted, i, i+1)
+			return r
+		}
+	}
+	return nil
+}
+
+// arrive is called when a message of n bytes from sender starts arriving.
+// With arriveDirect the caller must write the payload into r.buf and call
+// complete (or abandon); with arriveQueue it must collect the payload and
+// call deliver.
+func (mb *mailbox) arrive(from int, h Header, n int) (*recvOp, arrival) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.matchLocked(from, &h, n)
+}
+
+func (mb *mailbox) matchLocked(from int, h *Header, n int) (*recvOp, arrival) {
+	if mb.err != nil {
+		return nil, arriveDrop
+	}
+	if h.Seq != 0 {
+		mb.failMismatchedLocked(from, h)
+	}
+	key := keyOf(h)
+	kq := mb.byKey[key]
+	if kq == nil {
+		return nil, arriveQueue
+	}
+	r := kq.takePosted(from)
+	if r == nil {
+		return nil, arriveQueue
+	}
+	mb.dropKeyIfEmpty(key, kq)
+	if h.Seq != 0 {
+		sk := seqKey{h.Comm, h.Seq}
+		if sq := mb.bySeq[sk]; sq != nil {
+			sq.posted = removeItem(sq.posted, r)
+			mb.dropSeqIfEmpty(sk, sq)
+		}
+	}
+	if err := checkMatch(from, h, n, &r.h, len(r.buf)); err != nil {
+		mb.finishLocked(r, err)
+		return nil, arriveDrop
+	}
+	r.state = recvClaimed
+	r.from = from
+	mb.claimed[r] = struct{}{}
+	return r, arriveDirect
+}
+
+// failMismatchedLocked fails every receive posted for h's (Comm, Seq) whose
+// signature differs from h's: that rank called a different operation.
+func (mb *mailbox) failMismatchedLocked(from int, h *Header) {
+	sk := seqKey{h.Comm, h.Seq}
+	sq := mb.bySeq[sk]
+	if sq == nil {
+		return
+	}
+	var bad []*recvOp
+	for _, r := range sq.posted {
+		if r.h.Sig != h.Sig {
+			bad = append(bad, r)
+		}
+	}
+	for _, r := range bad {
+		mb.unpostLocked(r)
+		mb.finishLocked(r, &MismatchError{Peer: from, Seq: h.Seq, Local: r.h.Sig, Remote: h.Sig})
+	}
+}
+
+// deliver hands over a fully arrived message whose payload data the
+// mailbox now owns: it is copied into a matching posted receive, or queued.
+func (mb *mailbox) deliver(from int, h Header, data []byte) {
+	mb.mu.Lock()
+	mb.deliverLocked(from, h, data)
+}
+
+// deliverLocked is deliver with mb.mu held; it unlocks it.
+func (mb *mailbox) deliverLocked(from int, h Header, data []byte) {
+	r, what := mb.matchLocked(from, &h, len(data))
+	switch what {
+	case arriveQueue:
+		m := &message{from: from, h: h, data: data}
+		key := keyOf(&h)
+		kq := mb.byKey[key]
+		if kq == nil {
+			kq = &keyQueue{}
+			mb.byKey[key] = kq
+		}
+		kq.arrived = append(kq.arrived, m)
+		if h.Seq != 0 {
+			sk := seqKey{h.Comm, h.Seq}
+			sq := mb.bySeq[sk]
+			if sq == nil {
+				sq = &seqQueue{}
+				mb.bySeq[sk] = sq
+			}
+			sq.arrived = append(sq.arrived, m)
+		}
+		mb.mu.Unlock()
+	case arriveDirect:
+		mb.mu.Unlock()
+		copy(r.buf, data)
+		mb.complete(r)
+	default:
+		mb.mu.Unlock()
+	}
+}
+
+// complete finishes a claimed receive whose buffer now holds its message.
+func (mb *mailbox) complete(r *recvOp) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	delete(mb.claimed, r)
+	r.state = recvDone
+	r.err = nil
+	close(r.done)
+}
+
+// abandon finishes a claimed receive without its message, after the
+// writer has stopped touching its buffer: with the mailbox's error if it
+// failed, else as abandoned (its ctx ended).
+func (mb *mailbox) abandon(r *recvOp) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	delete(mb.claimed, r)
+	err := mb.err
+	if err == nil {
+		err = errRecvAbandoned
+	}
+	mb.finishLocked(r, err)
+}
+
+// peerGone records peer's goodbye: receives that can only be served by it
+// fail with ErrPeerClosed (queued messages stay receivable), and so do
+// AnySource receives once every peer is gone.
+func (mb *mailbox) peerGone(peer int) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.err != nil || mb.gone[peer] {
+		return
+	}
+	mb.gone[peer] = true
+	mb.nGone++
+	mb.lastGone = peer
+	allGone := mb.nGone == mb.size-1
+	var dead []*recvOp
+	for _, kq := range mb.byKey {
+		for _, r := range kq.posted {
+			if r.peer == peer || (r.peer == AnySource && allGone) {
+				dead = append(dead, r)
+			}
+		}
+	}
+	for _, r := range dead {
+		mb.unpostLocked(r)
+		mb.finishLocked(r, &PeerError{Peer: peer, Err: ErrPeerClosed})
+	}
+}

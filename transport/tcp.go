@@ -1,0 +1,553 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// TCP is an endpoint with one TCP connection to every other rank of the
+// world (a full mesh), made by ConnectTCP. Each connection has one reader
+// goroutine, which matches arriving messages to posted receives and reads
+// payloads straight into posted buffers, and a write lock that serialises
+// whole messages. Safe for concurrent use.
+type TCP struct {
+	rank, size  int
+	maxFragment int           // largest data fragment accepted
+	closeWait   time.Duration // bound for goodbye/abort writes and lingering
+	mb          *mailbox
+	conns       []*tcpConn // by rank; nil at this rank; fixed after connect
+	closedCh    chan struct{}
+	wg          sync.WaitGroup // readers and abort writers
+
+	mu        sync.Mutex // protects following
+	closing   bool       // Close started
+	abortSent bool       // Abort was called
+}
+
+// tcpConn is the connection to one peer.
+type tcpConn struct {
+	peer int
+	conn net.Conn
+	br   *bufio.Reader // used only by the reader goroutine
+
+	// writeLock is a one-token semaphore held while a whole message (all
+	// its fragments) is written, so frames never interleave; a channel so
+	// waiting for it can be cancelled. After the goodbye it is never
+	// released.
+	writeLock  chan struct{}
+	sendFrag   int              // fragment size for sends: min(ours, peer's)
+	hdr        [headerSize]byte // guarded by writeLock
+	iov        [][]byte         // guarded by writeLock
+	readerDone chan struct{}
+	gotGoodbye bool         // reader goroutine only
+	inflight   *recvOp      // reader goroutine only: claimed receive being read into
+	pending    *inflightMsg // reader goroutine only: message being collected
+}
+
+// aLongTimeAgo is a write deadline that interrupts a blocked write at once.
+func aLongTimeAgo() time.Time { return time.Unix(1, 0) }
+
+const (
+	readBufSize = 64 << 10
+	readChunk   = 1 << 20 // growth step of unexpected-message buffers
+)
+
+// newTCP builds an endpoint over established, handshaken connections
+// (conns[i] is the connection to rank i, with peerFrag[i] the peer's
+// largest fragment) and starts their readers.
+func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Conn, peerFrag []int) *TCP {
+	t := &TCP{
+		rank:        rank,
+		size:        size,
+		maxFragment: maxFragment,
+		closeWait:   closeWait,
+		mb:          newMailbox(rank, size),
+		conns:       make([]*tcpConn, size),
+		closedCh:    make(chan struct{}),
+	}
+	for p, nc := range conns {
+		if nc == nil || p == rank {
+			continue
+		}
+		t.conns[p] = &tcpConn{
+			peer:       p,
+			conn:       nc,
+			br:         bufio.NewReaderSize(nc, readBufSize),
+			writeLock:  make(chan struct{}, 1),
+			sendFrag:   min(maxFragment, peerFrag[p]),
+			readerDone: make(chan struct{}),
+		}
+	}
+	for _, c := range t.conns {
+		if c != nil {
+			t.wg.Add(1)
+			go t.readLoop(c)
+		}
+	}
+	return t
+}
+
+// Rank returns this endpoint's rank.
+func (t *TCP) Rank() int { return t.rank }
+
+// Size returns the world size.
+func (t *TCP) Size() int { return t.size }
+
+// Send writes payload to peer as one message (several fragments if it is
+// longer than the fragment size) with a single writev per message; payload
+// is not copied and may be reused when Send returns. If ctx ends while
+// waiting for the connection, Send returns ctx's error; if it ends while
+// the message is partly written, the connection can no longer be framed:
+// it is closed, the endpoint aborts, and Send returns an error wrapping
+// ctx's error. See Endpoint.Send.
+func (t *TCP) Send(ctx context.Context, peer int, h Header, payload []byte) error {
+	if err := checkPeer(t.rank, t.size, peer, false); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := t.mb.sendErr(peer); err != nil {
+		return err
+	}
+	if uint64(len(payload)) > maxMessage {
+		return fmt.Errorf("comm: transport: message of %d bytes exceeds the limit %d", len(payload), uint64(maxMessage))
+	}
+	c := t.conns[peer]
+	select {
+	case c.writeLock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.mb.failedCh:
+		return t.mb.sendErr(peer)
+	}
+	written, total, err := c.writeMessage(ctx, h, payload)
+	<-c.writeLock
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if written == 0 {
+			return ctx.Err()
+		}
+		cause := fmt.Errorf("%w: send to rank %d interrupted after %d of %d bytes; connection closed", ErrPeerLost, peer, written, total)
+		t.connLost(c, cause)
+		return fmt.Errorf("comm: transport: %w (send to rank %d interrupted mid-message; the connection was closed and the endpoint aborted)", ctx.Err(), peer)
+	}
+	// The connection broke. Let the reader see why (a goodbye, or the
+	// peer's death) before deciding what to report.
+	select {
+	case <-c.readerDone:
+	case <-t.mb.failedCh:
+	case <-time.After(time.Second):
+	}
+	if err2 := t.mb.sendErr(peer); err2 != nil {
+		return err2
+	}
+	t.connLost(c, fmt.Errorf("%w: write: %v", ErrPeerLost, err))
+	return t.mb.sendErr(peer)
+}
+
+// writeMessage writes all fragments of one message; the caller holds
+// writeLock.
+func (c *tcpConn) writeMessage(ctx context.Context, h Header, payload []byte) (written, total int64, err error) {
+	n := len(payload)
+	nfrag := 1
+	if n > c.sendFrag {
+		nfrag = (n + c.sendFrag - 1) / c.sendFrag
+	}
+	hdrs := c.hdr[:]
+	if nfrag > 1 {
+		hdrs = make([]byte, nfrag*headerSize)
+	}
+	iov := c.iov[:0]
+	fh := frameHeader{typ: frameData, h: h, total: uint64(n)}
+	for i := range nfrag {
+		off := i * c.sendFrag
+		l := min(c.sendFrag, n-off)
+		fh.offset, fh.fragLen = uint64(off), uint32(l)
+		hb := hdrs[i*headerSize : (i+1)*headerSize]
+		fh.encode(hb)
+		iov = append(iov, hb)
+		if l > 0 {
+			iov = append(iov, payload[off:off+l])
+		}
+	}
+	total = int64(nfrag*headerSize + n)
+	var stop func() bool
+	var fired chan struct{}
+	if ctx.Done() != nil {
+		fired = make(chan struct{})
+		stop = context.AfterFunc(ctx, func() {
+			c.conn.SetWriteDeadline(aLongTimeAgo())
+			close(fired)
+		})
+	}
+	bufs := net.Buffers(iov)
+	written, err = bufs.WriteTo(c.conn)
+	if stop != nil && !stop() {
+		<-fired
+		c.conn.SetWriteDeadline(time.Time{})
+	}
+	clear(iov) // do not keep the caller's payload reachable
+	c.iov = iov[:0]
+	return written, total, err
+}
+
+// Recv receives the next matching message into buf; a message that
+// arrives while the receive is posted is read from the socket directly
+// into buf. If ctx ends while a message is being read into buf, Recv
+// returns once the reader has let go of buf (at its next socket read),
+// and the message is queued as if it had arrived unexpected. See
+// Endpoint.Recv.
+func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
+	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
+		return -1, err
+	}
+	return t.mb.recv(ctx, peer, h, buf)
+}
+
+// Abort fails every pending and later operation with an *AbortError
+// wrapping err (unless the endpoint has already failed, say because a peer
+// was lost, which keeps that error) and sends an abort frame carrying
+// err's text (at most 4 KiB) to every connected peer, whose endpoints abort
+// with a *RemoteAbortError. It does not wait for the frames to be written
+// (Close does). Only the first call does anything.
+func (t *TCP) Abort(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing || t.abortSent {
+		return
+	}
+	t.abortSent = true
+	t.mb.fail(&AbortError{Cause: err})
+	reason := []byte(abortReason(err))
+	deadline := time.Now().Add(t.closeWait)
+	for _, c := range t.conns {
+		if c != nil {
+			t.wg.Add(1)
+			go t.writeAbort(c, reason, deadline)
+		}
+	}
+}
+
+func (t *TCP) writeAbort(c *tcpConn, reason []byte, deadline time.Time) {
+	defer t.wg.Done()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case c.writeLock <- struct{}{}:
+	case <-timer.C:
+		return
+	case <-t.closedCh:
+		return
+	}
+	fh := frameHeader{typ: frameAbort, total: uint64(len(reason)), fragLen: uint32(len(reason))}
+	var hb [headerSize]byte
+	fh.encode(hb[:])
+	c.conn.SetWriteDeadline(deadline)
+	bufs := net.Buffers{hb[:], reason}
+	n, err := bufs.WriteTo(c.conn)
+	c.conn.SetWriteDeadline(time.Time{})
+	<-c.writeLock
+	if err != nil && n > 0 {
+		c.conn.Close() // partly written: the stream is unusable
+	}
+}
+
+// Close fails pending operations with ErrClosed, says goodbye to every
+// peer (their receives from this rank that queued messages cannot serve
+// fail with ErrPeerClosed), waits up to the close timeout for peers to
+// hang up, closes the connections and waits for every goroutine. It
+// returns nil; later calls wait for the first to finish.
+func (t *TCP) Close() error {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		<-t.closedCh
+		return nil
+	}
+	t.closing = true
+	t.mu.Unlock()
+
+	t.mb.close()
+	deadline := time.Now().Add(t.closeWait)
+	var wg sync.WaitGroup
+	for _, c := range t.conns {
+		if c != nil {
+			wg.Go(func() { c.sayGoodbye(deadline) })
+		}
+	}
+	wg.Wait()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+wait:
+	for _, c := range t.conns {
+		if c == nil {
+			continue
+		}
+		select {
+		case <-c.readerDone:
+		case <-timer.C:
+			break wait
+		}
+	}
+	for _, c := range t.conns {
+		if c != nil {
+			c.conn.Close()
+		}
+	}
+	close(t.closedCh) // stops abort writers still waiting for a lock
+	t.wg.Wait()
+	return nil
+}
+
+// sayGoodbye writes the goodbye frame and half-closes the connection. It
+// keeps the write lock, so nothing can follow the goodbye.
+func (c *tcpConn) sayGoodbye(deadline time.Time) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case c.writeLock <- struct{}{}:
+	case <-timer.C:
+		return
+	case <-c.readerDone:
+		return // connection already dead
+	}
+	fh := frameHeader{typ: frameGoodbye}
+	var hb [headerSize]byte
+	fh.encode(hb[:])
+	c.conn.SetWriteDeadline(deadline)
+	if _, err := c.conn.Write(hb[:]); err != nil {
+		return
+	}
+	if cw, ok := c.conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+}
+
+// Kill makes the endpoint vanish as if its process crashed: connections
+// are cut without goodbye, so every peer aborts with a *PeerError wrapping
+// ErrPeerLost that names this rank; this endpoint's own operations fail
+// with ErrAborted. Close must still be called to wait for goroutines. For
+// fault-injection tests.
+func (t *TCP) Kill() {
+	t.mb.fail(&AbortError{Cause: errKilled})
+	for _, c := range t.conns {
+		if c != nil {
+			c.conn.Close()
+		}
+	}
+}
+
+// KillConn cuts the connection to peer abruptly, without goodbye, as a
+// network failure would: both ends abort with ErrPeerLost. For
+// fault-injection tests.
+func (t *TCP) KillConn(peer int) error {
+	if err := checkPeer(t.rank, t.size, peer, false); err != nil {
+		return err
+	}
+	return t.conns[peer].conn.Close()
+}
+
+// connLost aborts the endpoint because the connection c failed with cause
+// (which wraps ErrPeerLost) and closes it.
+func (t *TCP) connLost(c *tcpConn, cause error) {
+	t.mb.fail(&AbortError{Cause: &PeerError{Peer: c.peer, Err: cause}})
+	c.conn.Close()
+}
+
+func (t *TCP) isClosing() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closing
+}
+
+// readLoop is the connection's reader goroutine: it reads frames until
+// the connection ends. A clean end is a goodbye followed by EOF; any other
+// end (EOF, reset, a malformed frame) while the endpoint is open aborts it
+// with ErrPeerLost naming the peer.
+func (t *TCP) readLoop(c *tcpConn) {
+	defer t.wg.Done()
+	defer close(c.readerDone)
+	err := t.readFrames(c)
+	switch {
+	case err == nil:
+		// Goodbye, then EOF: the peer is gone for good.
+	case t.isClosing():
+	default:
+		t.connLost(c, fmt.Errorf("%w: %v", ErrPeerLost, err))
+	}
+	c.conn.Close()
+	if c.inflight != nil {
+		t.mb.abandon(c.inflight)
+		c.inflight = nil
+	}
+	if c.pending != nil {
+		t.mb.dropInflight(c.pending)
+		c.pending = nil
+	}
+}
+
+// readFrames reads frames until an error; it returns nil when the
+// connection ends after a goodbye.
+func (t *TCP) readFrames(c *tcpConn) error {
+	var hb [headerSize]byte
+	for {
+		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+			if c.gotGoodbye {
+				return nil // the peer is gone, however the socket ended
+			}
+			if err == io.EOF {
+				return fmt.Errorf("connection closed without goodbye")
+			}
+			return err
+		}
+		fh, err := decodeFrameHeader(hb[:], t.maxFragment)
+		if err != nil {
+			return err
+		}
+		if c.gotGoodbye {
+			return fmt.Errorf("protocol error: %v frame after goodbye", fh.typ)
+		}
+		switch fh.typ {
+		case frameData:
+			if fh.offset != 0 {
+				return fmt.Errorf("protocol error: fragment at offset %d without the message's start", fh.offset)
+			}
+			if err := t.readMessage(c, &fh, hb[:]); err != nil {
+				return err
+			}
+		case frameAbort:
+			reason := make([]byte, fh.fragLen)
+			if _, err := io.ReadFull(c.br, reason); err != nil {
+				return err
+			}
+			t.mb.fail(&RemoteAbortError{Peer: c.peer, Reason: string(reason)})
+		case frameGoodbye:
+			c.gotGoodbye = true
+			t.mb.peerGone(c.peer)
+		}
+	}
+}
+
+// readMessage reads the payload of the message whose first fragment
+// header is first, and its remaining fragments, into a posted receive's
+// buffer, a fresh buffer (handed to a receive posted meanwhile), or
+// nowhere. On error, c.inflight or c.pending is left for readLoop to end.
+func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
+	if first.total > uint64(maxInt) {
+		return fmt.Errorf("message of %d bytes does not fit in memory here", first.total)
+	}
+	total := int(first.total)
+	r, im, what := t.mb.arriveStream(c.peer, first.h, total)
+	var data []byte // arriveQueue: payload so far
+	switch what {
+	case arriveDirect:
+		c.inflight = r
+	case arriveQueue:
+		c.pending = im
+		data = make([]byte, 0, min(total, readChunk))
+	}
+	fh := *first
+	got := 0
+	for {
+		end := got + int(fh.fragLen)
+		for got < end {
+			switch what {
+			case arriveDirect:
+				n, err := c.br.Read(r.buf[got:end])
+				got += n
+				if err != nil {
+					return err
+				}
+				if r.stop.Load() {
+					// The receive gave up (ctx) or the mailbox failed:
+					// move what we have out of its buffer and go on as
+					// if the message had arrived unexpected.
+					data = make([]byte, got, total)
+					copy(data, r.buf[:got])
+					c.inflight = nil
+					t.mb.abandon(r)
+					r, what = nil, arriveQueue
+				}
+			case arriveQueue:
+				step := min(end-got, readChunk)
+				var err error
+				if data, err = readAppend(c.br, data, step, total); err != nil {
+					return err
+				}
+				got += step
+				if im != nil && im.handoff.Load() {
+					// A receive was posted for this message: continue in
+					// its buffer.
+					r = t.mb.takeHandoff(im)
+					c.pending, im = nil, nil
+					copy(r.buf, data[:got])
+					data = nil
+					c.inflight = r
+					what = arriveDirect
+				}
+			case arriveDrop:
+				if _, err := c.br.Discard(end - got); err != nil {
+					return err
+				}
+				got = end
+			}
+		}
+		if got == total {
+			break
+		}
+		if _, err := io.ReadFull(c.br, hb); err != nil {
+			return err
+		}
+		next, err := decodeFrameHeader(hb, t.maxFragment)
+		if err != nil {
+			return err
+		}
+		if !next.continues(first, uint64(got)) {
+			return fmt.Errorf("protocol error: %v frame at offset %d inside a %d-byte message at offset %d", next.typ, next.offset, total, got)
+		}
+		fh = next
+	}
+	switch what {
+	case arriveDirect:
+		c.inflight = nil
+		t.mb.complete(r)
+	case arriveQueue:
+		if im != nil {
+			c.pending = nil
+			t.mb.deliverInflight(im, data)
+		} else {
+			t.mb.deliver(c.peer, first.h, data)
+		}
+	}
+	return nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// readAppend reads n more bytes onto data, growing it as bytes arrive (not
+// by what a header announces), never past capacity total.
+func readAppend(br *bufio.Reader, data []byte, n, total int) ([]byte, error) {
+	for n > 0 {
+		chunk := min(n, readChunk)
+		if cap(data)-len(data) < chunk {
+			grown := make([]byte, len(data), min(max(2*cap(data), len(data)+chunk), total))
+			copy(grown, data)
+			data = grown
+		}
+		start := len(data)
+		data = data[:start+chunk]
+		if _, err := io.ReadFull(br, data[start:]); err != nil {
+			return data[:start], err
+		}
+		n -= chunk
+	}
+	return data, nil
+}

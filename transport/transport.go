@@ -1,0 +1,176 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gocomm/comm/backend"
+)
+
+// AnySource as the peer of Recv matches a message from any peer.
+const AnySource = -1
+
+// Signature describes the operation a message belongs to. Every frame carries
+// the sender's signature; a receiver whose own signature for the same
+// (communicator, sequence number) differs fails with a *MismatchError naming
+// both calls instead of hanging or mixing data.
+type Signature struct {
+	Kind  backend.Kind
+	DType backend.DType
+	Op    backend.Op
+	Algo  uint8 // algo.Algorithm of the schedule; ranks must run the same one
+	Root  int32
+	Count uint64 // the count every rank must agree on (see comm for each op)
+}
+
+func (s Signature) String() string {
+	desc := fmt.Sprintf("%v(%v, count %d", s.Kind, s.DType, s.Count)
+	switch s.Kind {
+	case backend.KindAllReduce, backend.KindReduceScatter, backend.KindReduceScatterV:
+		desc += ", " + s.Op.String()
+	case backend.KindReduce:
+		desc += fmt.Sprintf(", %v, root %d", s.Op, s.Root)
+	case backend.KindBroadcast, backend.KindGather, backend.KindGatherV, backend.KindScatter, backend.KindScatterV:
+		desc += fmt.Sprintf(", root %d", s.Root)
+	}
+	return desc + ")"
+}
+
+// Header addresses a message. Messages match on (Comm, Seq, Tag, sender);
+// messages with the same key from one sender are delivered in order.
+// Collectives use Seq >= 1 and Tag = step<<16 | ordinal; point-to-point
+// messages use Seq = 0 and the user's tag.
+type Header struct {
+	Comm uint64 // communicator id
+	Seq  uint64 // collective sequence number, 0 for point-to-point
+	Tag  uint64
+	Sig  Signature
+}
+
+// Endpoint moves messages between the ranks of one world. Implementations:
+// TCP (one connection per pair of ranks) and in-process (tests). Safe for
+// concurrent use.
+type Endpoint interface {
+	// Rank and Size are this endpoint's world rank and the world size.
+	Rank() int
+	Size() int
+	// Send transmits payload to peer. It returns once payload may be reused
+	// (written to the kernel or copied), not when the peer has received it.
+	Send(ctx context.Context, peer int, h Header, payload []byte) error
+	// Recv receives the next message from peer (or AnySource) whose key
+	// matches h into buf. The message must be exactly len(buf) bytes long
+	// (else *LengthError) and carry h.Sig (else *MismatchError). It returns
+	// the sender's rank.
+	Recv(ctx context.Context, peer int, h Header, buf []byte) (from int, err error)
+	// Abort fails every pending and later Send and Recv with err (wrapped in
+	// ErrAborted) and tells every peer, whose endpoints abort with a
+	// *RemoteAbortError. Later calls to Abort do nothing.
+	Abort(err error)
+	// Close says goodbye to every peer and releases connections. Pending
+	// operations fail with ErrClosed.
+	Close() error
+}
+
+// Errors. They are matched with errors.Is; the comm package re-exports them.
+var (
+	// ErrClosed: the local endpoint was closed.
+	ErrClosed = errors.New("comm: communicator closed")
+	// ErrAborted: the communicator was aborted after an earlier failure, on
+	// this rank or another; the error chain holds the cause.
+	ErrAborted = errors.New("comm: communicator aborted")
+	// ErrPeerLost: a peer's connection broke without a goodbye (crash, kill,
+	// network failure). Returned inside a *PeerError.
+	ErrPeerLost = errors.New("comm: peer connection lost")
+	// ErrPeerClosed: a peer closed its communicator while this rank still
+	// needed it. Returned inside a *PeerError.
+	ErrPeerClosed = errors.New("comm: peer closed the communicator")
+	// ErrMismatch: ranks called different collectives at the same sequence
+	// number. Returned inside a *MismatchError.
+	ErrMismatch = errors.New("comm: collective mismatch across ranks")
+	// ErrLength: a message's length differs from the receive buffer's.
+	ErrLength = errors.New("comm: message length mismatch")
+	// ErrHandshake: a connection failed the handshake (wrong magic, version,
+	// secret or rank) and was refused.
+	ErrHandshake = errors.New("comm: handshake refused")
+	// ErrBadPeer: Send or Recv named a peer outside the world, or this rank
+	// itself (endpoints never talk to themselves).
+	ErrBadPeer = errors.New("comm: invalid peer rank")
+)
+
+// AbortError is the error of every pending and later operation on an
+// endpoint that was aborted locally: by Abort(Cause), or because a peer's
+// connection broke (Cause is then a *PeerError wrapping ErrPeerLost).
+// errors.Is(err, ErrAborted) holds, and errors.Is/As also see Cause.
+// An endpoint aborted by a peer's Abort returns *RemoteAbortError instead.
+type AbortError struct {
+	Cause error
+}
+
+func (e *AbortError) Error() string {
+	if e.Cause == nil {
+		return ErrAborted.Error()
+	}
+	return ErrAborted.Error() + ": " + e.Cause.Error()
+}
+
+// Unwrap returns ErrAborted and Cause, so errors.Is matches both.
+func (e *AbortError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrAborted}
+	}
+	return []error{ErrAborted, e.Cause}
+}
+
+// Compile-time checks that both implementations satisfy Endpoint.
+var (
+	_ Endpoint = (*TCP)(nil)
+	_ Endpoint = (*Inproc)(nil)
+)
+
+// PeerError says which peer an error concerns.
+type PeerError struct {
+	Peer int
+	Err  error
+}
+
+func (e *PeerError) Error() string { return fmt.Sprintf("rank %d: %v", e.Peer, e.Err) }
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// RemoteAbortError is the error of an endpoint aborted because a peer aborted.
+type RemoteAbortError struct {
+	Peer   int
+	Reason string
+}
+
+func (e *RemoteAbortError) Error() string {
+	return fmt.Sprintf("comm: communicator aborted by rank %d: %s", e.Peer, e.Reason)
+}
+func (e *RemoteAbortError) Unwrap() error { return ErrAborted }
+
+// MismatchError reports that a peer called a different operation at the
+// same sequence number.
+type MismatchError struct {
+	Peer          int
+	Seq           uint64
+	Local, Remote Signature
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("comm: collective mismatch at sequence %d: this rank called %v but rank %d called %v",
+		e.Seq, e.Local, e.Peer, e.Remote)
+}
+func (e *MismatchError) Unwrap() error { return ErrMismatch }
+
+// LengthError reports a message whose length differs from the buffer posted
+// for it.
+type LengthError struct {
+	Peer      int
+	Got, Want int
+}
+
+func (e *LengthError) Error() string {
+	return fmt.Sprintf("comm: rank %d sent %d bytes where this rank expected %d (counts or split sizes disagree across ranks)",
+		e.Peer, e.Got, e.Want)
+}
+func (e *LengthError) Unwrap() error { return ErrLength }

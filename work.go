@@ -1,0 +1,160 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/transport"
+)
+
+// Errors returned by gocomm, matched with errors.Is. Failures of an
+// operation come wrapped in an *OpError that names the operation, the rank,
+// the peer and the sequence number.
+var (
+	// ErrClosed: the communicator (or its world) was closed.
+	ErrClosed = transport.ErrClosed
+	// ErrAborted: an earlier failure, on this rank or another, aborted the
+	// world; the chain holds the cause.
+	ErrAborted = transport.ErrAborted
+	// ErrPeerLost: a peer died or its connection broke.
+	ErrPeerLost = transport.ErrPeerLost
+	// ErrPeerClosed: a peer closed its communicator while this rank needed it.
+	ErrPeerClosed = transport.ErrPeerClosed
+	// ErrMismatch: ranks called different collectives (or the same one with
+	// different counts, roots, types or ops) at the same point.
+	ErrMismatch = transport.ErrMismatch
+	// ErrLength: a message's length differs from what this rank expected
+	// (split sizes or counts that disagree across ranks).
+	ErrLength = transport.ErrLength
+	// ErrBarrierTimeout: some ranks did not reach a MonitoredBarrier in time.
+	ErrBarrierTimeout = backend.ErrBarrierTimeout
+	// ErrInvalid: an argument is wrong (length, root, rank, op for the type,
+	// counts); the message says what to fix. Returned before anything is
+	// sent.
+	ErrInvalid = errors.New("comm: invalid argument")
+	// ErrNotMember: this rank is not a member of the group it used.
+	ErrNotMember = errors.New("comm: this rank is not a member of the group")
+)
+
+// OpError is the error of a failed operation.
+type OpError = backend.OpError
+
+// MismatchError reports a collective called differently across ranks.
+type MismatchError = transport.MismatchError
+
+// BarrierError names the ranks that missed a MonitoredBarrier.
+type BarrierError = backend.BarrierError
+
+// AnySource as the source of Recv receives from whichever rank sends first.
+const AnySource = -1
+
+// Work is the handle of an operation started asynchronously. The buffers
+// passed to the Start call belong to the operation until it is done: do not
+// read or write them before Wait returns (or Done is closed).
+type Work struct {
+	done   chan struct{}
+	err    error
+	req    *backend.Request
+	source int
+}
+
+// Wait blocks until the operation is complete and returns its error.
+func (w *Work) Wait() error {
+	<-w.done
+	return w.err
+}
+
+// Done is closed when the operation is complete.
+func (w *Work) Done() <-chan struct{} { return w.done }
+
+// Err is the operation's error once Done is closed (nil before).
+func (w *Work) Err() error {
+	select {
+	case <-w.done:
+		return w.err
+	default:
+		return nil
+	}
+}
+
+// Source is the sender of a completed Recv (useful with AnySource); -1 for
+// other operations or before completion.
+func (w *Work) Source() int {
+	select {
+	case <-w.done:
+		return w.source
+	default:
+		return -1
+	}
+}
+
+// failed returns a completed Work carrying err.
+func failed(err error) *Work {
+	w := &Work{done: make(chan struct{}), err: err, source: -1}
+	close(w.done)
+	return w
+}
+
+// invalid wraps a validation failure.
+func invalid(kind backend.Kind, format string, args ...any) error {
+	return fmt.Errorf("%w: %v: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
+}
+
+// startCollective assigns the next sequence number to req and runs it in the
+// background. A validation error (verr) still consumes the sequence number
+// and aborts the world, so that the other ranks, which may have passed their
+// own validation, fail at once with this rank's reason instead of waiting
+// for it.
+func (c *Comm) startCollective(ctx context.Context, req *backend.Request, verr error) *Work {
+	if c.be == nil {
+		return failed(fmt.Errorf("%w: %v on a group that does not contain this rank", ErrNotMember, req.Kind))
+	}
+	seq, err := c.nextSeq()
+	if err != nil {
+		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Err: err})
+	}
+	req.Seq = seq
+	if verr != nil {
+		err := &OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: seq, Err: verr}
+		c.be.Abort(err)
+		return failed(err)
+	}
+	return c.launch(ctx, req)
+}
+
+// startP2P runs a point-to-point request; a validation error is only local.
+func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *Work {
+	if c.be == nil {
+		return failed(fmt.Errorf("%w: %v on a group that does not contain this rank", ErrNotMember, req.Kind))
+	}
+	if verr != nil {
+		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: verr})
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: ErrClosed})
+	}
+	return c.launch(ctx, req)
+}
+
+func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
+	w := &Work{done: make(chan struct{}), req: req, source: -1}
+	go func() {
+		defer close(w.done)
+		cctx := ctx
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, c.timeout)
+			defer cancel()
+		}
+		w.err = c.be.Run(cctx, req)
+		if req.Kind == backend.KindRecv && w.err == nil {
+			w.source = req.Source
+		}
+	}()
+	return w
+}
