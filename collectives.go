@@ -19,12 +19,12 @@ import (
 // recv on every rank. send and recv have the same length; pass the same
 // slice for an in-place all-reduce.
 func AllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
-	return StartAllReduce(ctx, c, send, recv, op).Wait()
+	return startAllReduce(ctx, c, send, recv, op, algo.Auto).sync()
 }
 
 // StartAllReduce is AllReduce, asynchronous.
 func StartAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
-	return startAllReduce(ctx, c, send, recv, op, algo.Auto)
+	return startAllReduce(ctx, c, send, recv, op, algo.Auto).async()
 }
 
 // InferenceAllReduce is a latency-first AllReduce for small messages (as in
@@ -32,7 +32,7 @@ func StartAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op 
 // the cost model and runs recursive doubling, log2(n) rounds of whole-vector
 // exchanges.
 func InferenceAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
-	return startAllReduce(ctx, c, send, recv, op, algo.RecursiveDoubling).Wait()
+	return startAllReduce(ctx, c, send, recv, op, algo.RecursiveDoubling).sync()
 }
 
 func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, a algo.Algorithm) *Work {
@@ -55,11 +55,15 @@ func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op 
 // Reduce combines send across all ranks with op into recv on root. recv is
 // read only on root (len(recv) == len(send)); other ranks may pass nil.
 func Reduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, root int) error {
-	return StartReduce(ctx, c, send, recv, op, root).Wait()
+	return startReduce(ctx, c, send, recv, op, root).sync()
 }
 
 // StartReduce is Reduce, asynchronous.
 func StartReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, root int) *Work {
+	return startReduce[T](ctx, c, send, recv, op, root).async()
+}
+
+func startReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, root int) *Work {
 	req := c.request(backend.KindReduce, dtypeOf[T](), op, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	err := c.checkRoot(req.Kind, root)
@@ -78,11 +82,15 @@ func StartReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Red
 
 // Broadcast copies buf from root to every other rank's buf.
 func Broadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) error {
-	return StartBroadcast(ctx, c, buf, root).Wait()
+	return startBroadcast(ctx, c, buf, root).sync()
 }
 
 // StartBroadcast is Broadcast, asynchronous.
 func StartBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) *Work {
+	return startBroadcast[T](ctx, c, buf, root).async()
+}
+
+func startBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) *Work {
 	b := asBytes(buf)
 	req := c.request(backend.KindBroadcast, dtypeOf[T](), Sum, root, b, b)
 	req.SigCount = len(buf)
@@ -93,11 +101,15 @@ func StartBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) 
 // every rank: len(recv) == Size()*len(send). send may be this rank's own
 // block of recv (in place).
 func AllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) error {
-	return StartAllGather(ctx, c, send, recv).Wait()
+	return startAllGather(ctx, c, send, recv).sync()
 }
 
 // StartAllGather is AllGather, asynchronous.
 func StartAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return startAllGather[T](ctx, c, send, recv).async()
+}
+
+func startAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
 	req := c.request(backend.KindAllGather, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
@@ -114,11 +126,15 @@ func StartAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wo
 // len(send) == counts[Rank()], len(recv) == sum(counts). Every rank passes
 // the same counts.
 func AllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int) error {
-	return StartAllGatherV(ctx, c, send, recv, counts).Wait()
+	return startAllGatherV(ctx, c, send, recv, counts).sync()
 }
 
 // StartAllGatherV is AllGatherV, asynchronous.
 func StartAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int) *Work {
+	return startAllGatherV[T](ctx, c, send, recv, counts).async()
+}
+
+func startAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int) *Work {
 	req := c.request(backend.KindAllGatherV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -139,11 +155,15 @@ func StartAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, co
 // Gather concatenates every rank's send, in rank order, into recv on root
 // (len(recv) == Size()*len(send)); other ranks may pass a nil recv.
 func Gather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) error {
-	return StartGather(ctx, c, send, recv, root).Wait()
+	return startGather(ctx, c, send, recv, root).sync()
 }
 
 // StartGather is Gather, asynchronous.
 func StartGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return startGather[T](ctx, c, send, recv, root).async()
+}
+
+func startGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
 	req := c.request(backend.KindGather, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
@@ -161,11 +181,15 @@ func StartGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root i
 // GatherV is Gather with counts[r] elements from rank r: len(send) ==
 // counts[Rank()], and on root len(recv) == sum(counts).
 func GatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) error {
-	return StartGatherV(ctx, c, send, recv, counts, root).Wait()
+	return startGatherV(ctx, c, send, recv, counts, root).sync()
 }
 
 // StartGatherV is GatherV, asynchronous.
 func StartGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
+	return startGatherV[T](ctx, c, send, recv, counts, root).async()
+}
+
+func startGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
 	req := c.request(backend.KindGatherV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -189,11 +213,15 @@ func StartGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, count
 // Scatter sends block r of root's send (len(send) == Size()*len(recv)) to
 // rank r's recv. Other ranks may pass a nil send.
 func Scatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) error {
-	return StartScatter(ctx, c, send, recv, root).Wait()
+	return startScatter(ctx, c, send, recv, root).sync()
 }
 
 // StartScatter is Scatter, asynchronous.
 func StartScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	return startScatter[T](ctx, c, send, recv, root).async()
+}
+
+func startScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
 	req := c.request(backend.KindScatter, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
@@ -211,11 +239,15 @@ func StartScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root 
 // ScatterV is Scatter with counts[r] elements for rank r: on root
 // len(send) == sum(counts); everywhere len(recv) == counts[Rank()].
 func ScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) error {
-	return StartScatterV(ctx, c, send, recv, counts, root).Wait()
+	return startScatterV(ctx, c, send, recv, counts, root).sync()
 }
 
 // StartScatterV is ScatterV, asynchronous.
 func StartScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
+	return startScatterV[T](ctx, c, send, recv, counts, root).async()
+}
+
+func startScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
 	req := c.request(backend.KindScatterV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -239,11 +271,15 @@ func StartScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, coun
 // ReduceScatter combines send (Size() blocks of len(recv) elements) across
 // ranks with op and leaves block r of the result in rank r's recv.
 func ReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
-	return StartReduceScatter(ctx, c, send, recv, op).Wait()
+	return startReduceScatter(ctx, c, send, recv, op).sync()
 }
 
 // StartReduceScatter is ReduceScatter, asynchronous.
 func StartReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
+	return startReduceScatter[T](ctx, c, send, recv, op).async()
+}
+
+func startReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
 	req := c.request(backend.KindReduceScatter, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
@@ -262,11 +298,15 @@ func StartReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T,
 // ReduceScatterV is ReduceScatter with blocks of counts[r] elements:
 // len(send) == sum(counts), len(recv) == counts[Rank()].
 func ReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) error {
-	return StartReduceScatterV(ctx, c, send, recv, counts, op).Wait()
+	return startReduceScatterV(ctx, c, send, recv, counts, op).sync()
 }
 
 // StartReduceScatterV is ReduceScatterV, asynchronous.
 func StartReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) *Work {
+	return startReduceScatterV[T](ctx, c, send, recv, counts, op).async()
+}
+
+func startReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) *Work {
 	req := c.request(backend.KindReduceScatterV, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -290,11 +330,15 @@ func StartReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T
 // AllToAll sends block p of send to rank p, which stores it as block
 // Rank() of its recv. len(send) == len(recv), a multiple of Size().
 func AllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) error {
-	return StartAllToAll(ctx, c, send, recv).Wait()
+	return startAllToAll(ctx, c, send, recv).sync()
 }
 
 // StartAllToAll is AllToAll, asynchronous.
 func StartAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
+	return startAllToAll[T](ctx, c, send, recv).async()
+}
+
+func startAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
 	req := c.request(backend.KindAllToAll, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	var err error
@@ -320,11 +364,15 @@ func StartAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wor
 // sendCounts[p] on this rank must equal recvCounts[this rank] on rank p
 // (like torch's all_to_all_single splits); a disagreement is ErrLength.
 func AllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sendCounts, recvCounts []int) error {
-	return StartAllToAllV(ctx, c, send, recv, sendCounts, recvCounts).Wait()
+	return startAllToAllV(ctx, c, send, recv, sendCounts, recvCounts).sync()
 }
 
 // StartAllToAllV is AllToAllV, asynchronous.
 func StartAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sendCounts, recvCounts []int) *Work {
+	return startAllToAllV[T](ctx, c, send, recv, sendCounts, recvCounts).async()
+}
+
+func startAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sendCounts, recvCounts []int) *Work {
 	req := c.request(backend.KindAllToAllV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), sendCounts...)
 	req.RecvCounts = append([]int(nil), recvCounts...)
@@ -348,10 +396,14 @@ func StartAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sen
 }
 
 // Barrier returns once every rank of c has called it.
-func Barrier(ctx context.Context, c *Comm) error { return StartBarrier(ctx, c).Wait() }
+func Barrier(ctx context.Context, c *Comm) error { return startBarrier(ctx, c).sync() }
 
 // StartBarrier is Barrier, asynchronous.
 func StartBarrier(ctx context.Context, c *Comm) *Work {
+	return startBarrier(ctx, c).async()
+}
+
+func startBarrier(ctx context.Context, c *Comm) *Work {
 	req := c.request(backend.KindBarrier, backend.Byte, Sum, 0, nil, nil)
 	return c.startCollective(ctx, req, nil)
 }
@@ -368,7 +420,7 @@ func MonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, waitA
 	if timeout <= 0 {
 		err = invalid(req.Kind, "timeout %v, want > 0", timeout)
 	}
-	return c.startCollective(ctx, req, err).Wait()
+	return c.startCollective(ctx, req, err).sync()
 }
 
 // AllReduceCoalesced all-reduces every buffer of bufs in place with one

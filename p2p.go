@@ -12,11 +12,15 @@ import (
 // with one tag arrive in the order they were sent. The receiver's buffer must
 // have the same length and type.
 func Send[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) error {
-	return StartSend(ctx, c, buf, dst, tag).Wait()
+	return startSend(ctx, c, buf, dst, tag).sync()
 }
 
 // StartSend is Send, asynchronous (isend).
 func StartSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *Work {
+	return startSend[T](ctx, c, buf, dst, tag).async()
+}
+
+func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *Work {
 	req := c.request(backend.KindSend, dtypeOf[T](), Sum, 0, asBytes(buf), nil)
 	req.Peer, req.Tag, req.SigCount = dst, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, dst, false, tag))
@@ -25,13 +29,17 @@ func StartSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 // Recv receives into buf the next message with tag from rank src of c, or
 // from any rank if src is AnySource, and returns the sender's rank.
 func Recv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (int, error) {
-	w := StartRecv(ctx, c, buf, src, tag)
-	err := w.Wait()
+	w := startRecv(ctx, c, buf, src, tag)
+	err := w.sync()
 	return w.Source(), err
 }
 
 // StartRecv is Recv, asynchronous (irecv); the sender is Work.Source.
 func StartRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
+	return startRecv[T](ctx, c, buf, src, tag).async()
+}
+
+func startRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
 	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
 	req.Peer, req.Tag, req.SigCount = src, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, src, true, tag))

@@ -58,6 +58,28 @@ type Work struct {
 	err    error
 	req    *backend.Request
 	source int
+	// run performs the operation; it is set until the Work is started by
+	// async (in a new goroutine) or sync (on the caller's goroutine).
+	run func()
+}
+
+// async starts the operation in its own goroutine.
+func (w *Work) async() *Work {
+	if r := w.run; r != nil {
+		w.run = nil
+		go r()
+	}
+	return w
+}
+
+// sync performs the operation on the calling goroutine and returns its
+// error: the blocking forms are the Start forms, run in place.
+func (w *Work) sync() error {
+	if r := w.run; r != nil {
+		w.run = nil
+		r()
+	}
+	return w.err
 }
 
 // Wait blocks until the operation is complete and returns its error.
@@ -90,7 +112,8 @@ func (w *Work) Source() int {
 	}
 }
 
-// failed returns a completed Work carrying err.
+// failed returns a completed Work carrying err. Its run is nil, so async
+// and sync only report err.
 func failed(err error) *Work {
 	w := &Work{done: make(chan struct{}), err: err, source: -1}
 	close(w.done)
@@ -143,7 +166,7 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 
 func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 	w := &Work{done: make(chan struct{}), req: req, source: -1}
-	go func() {
+	w.run = func() {
 		defer close(w.done)
 		cctx := ctx
 		if _, ok := ctx.Deadline(); !ok {
@@ -155,6 +178,6 @@ func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 		if req.Kind == backend.KindRecv && w.err == nil {
 			w.source = req.Source
 		}
-	}()
+	}
 	return w
 }

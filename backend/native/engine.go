@@ -65,23 +65,37 @@ func (e *execution) span(b algo.Buf, off, n int) []byte {
 // the whole world: the other ranks are mid-collective too and would
 // otherwise wait for messages that never come.
 func (e *execution) run(ctx context.Context, plan algo.Plan) error {
-	maxReduce := 0
+	// Reducing receives land in scratch first. A step with one receive
+	// needs room for it; a step with several posts them all at once (so
+	// that pieces of a pipelined message stream in while earlier ones are
+	// reduced) and needs room for all of them.
+	need := 0
 	for _, st := range plan.Steps {
+		total, largest := 0, 0
 		for _, x := range st.Recvs {
-			if x.Reduce && x.Len > maxReduce {
-				maxReduce = x.Len
+			if x.Reduce {
+				total += x.Len
+				largest = max(largest, x.Len)
 			}
 		}
+		if len(st.Recvs) > 1 {
+			need = max(need, total)
+		} else {
+			need = max(need, largest)
+		}
 	}
-	if maxReduce > 0 {
-		e.scratch = kernel.Alloc(maxReduce * e.esize)
+	pool := &e.c.root().pool
+	if need > 0 {
+		e.scratch = pool.get(need * e.esize)
+		defer pool.put(e.scratch)
 	}
 	// Some plans use room beyond the operation's layout (plan.Scratch
 	// elements past the end of Work); give them a larger work buffer and
 	// copy the layout back afterwards.
 	layout := e.work
 	if plan.Scratch > 0 {
-		e.work = kernel.Alloc(len(layout) + plan.Scratch*e.esize)
+		e.work = pool.get(len(layout) + plan.Scratch*e.esize)
+		defer pool.put(e.work)
 		copy(e.work, layout)
 	}
 	for i, st := range plan.Steps {
@@ -91,7 +105,6 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 	}
 	if plan.Scratch > 0 {
 		copy(layout, e.work)
-		e.work = layout
 	}
 	return nil
 }
@@ -109,10 +122,10 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	for _, x := range st.Recvs {
 		e.recvOrd[x.Peer] = 0
 	}
-	// Receives run on this goroutine so that the first one is posted at
-	// once (large payloads then land straight in the work buffer); sends
-	// run beside them. Peers' reader goroutines always drain, so a send
-	// never waits for the matching receive to be posted.
+	// Receives run on this goroutine (or are posted from it) so that they
+	// are posted at once and large payloads land straight in their
+	// buffers; sends run beside them. Peers' endpoints always drain their
+	// connections, so a send never waits for the matching receive.
 	var sendDone chan error
 	if len(st.Sends) > 0 {
 		if len(st.Recvs) == 0 {
@@ -122,10 +135,10 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		go func() { sendDone <- e.sends(ctx, i, st.Sends) }()
 	}
 	var err error
-	for _, x := range st.Recvs {
-		if err = e.recv(ctx, i, x); err != nil {
-			break
-		}
+	if len(st.Recvs) == 1 {
+		err = e.recv(ctx, i, st.Recvs[0], e.scratch)
+	} else {
+		err = e.recvAll(ctx, i, st.Recvs)
 	}
 	if sendDone != nil {
 		if serr := <-sendDone; err == nil {
@@ -133,6 +146,44 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		}
 	}
 	return err
+}
+
+// recvAll posts every receive of a step at once and handles completions in
+// order, reducing each piece while later ones are still arriving.
+func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error {
+	done := make([]chan error, len(xs))
+	into := make([][]byte, len(xs))
+	off := 0
+	for j, x := range xs {
+		h := e.hdr
+		h.Tag = e.tag(step, e.recvOrd[x.Peer])
+		e.recvOrd[x.Peer]++
+		into[j] = e.span(algo.Work, x.Off, x.Len)
+		if x.Reduce {
+			n := x.Len * e.esize
+			into[j] = e.scratch[off : off+n]
+			off += n
+		}
+		done[j] = make(chan error, 1)
+		go func() {
+			_, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into[j])
+			done[j] <- err
+		}()
+	}
+	var first error
+	for j, x := range xs {
+		err := <-done[j] // drain every receive before returning: they write our buffers
+		switch {
+		case first != nil:
+		case err != nil:
+			first = e.fail(ctx, x.Peer, step, "waiting for", err)
+		case x.Reduce:
+			if rerr := kernel.Reduce(e.req.DType, e.req.Op, e.span(algo.Work, x.Off, x.Len), into[j]); rerr != nil {
+				first = e.fail(ctx, -1, step, "reducing", rerr)
+			}
+		}
+	}
+	return first
 }
 
 // tag numbers a message by its step and its ordinal among the messages
@@ -151,14 +202,14 @@ func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer) error {
 	return nil
 }
 
-func (e *execution) recv(ctx context.Context, step int, x algo.Xfer) error {
+func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []byte) error {
 	h := e.hdr
 	h.Tag = e.tag(step, e.recvOrd[x.Peer])
 	e.recvOrd[x.Peer]++
 	dst := e.span(algo.Work, x.Off, x.Len)
 	into := dst
 	if x.Reduce {
-		into = e.scratch[:len(dst)]
+		into = scratch[:len(dst)]
 	}
 	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
 		return e.fail(ctx, x.Peer, step, "waiting for", err)

@@ -61,6 +61,10 @@ type Comm struct {
 	members []int // communicator rank -> world rank
 	world   *Comm // nil for the world itself
 
+	// pool is used through the world's Comm (root()); plans are per communicator.
+	pool  bufPool
+	plans planCache
+
 	mu     sync.Mutex // protects closed
 	closed bool
 }
@@ -192,28 +196,54 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 		es = 1
 		e.esize = 1
 	}
+	pool := &c.root().pool
+	// temp returns a pooled buffer that goes back to the pool at the end.
+	temp := func(n int) []byte {
+		b := pool.get(n)
+		if b == nil {
+			b = []byte{}
+		}
+		return b
+	}
+	var temps [][]byte
+	defer func() {
+		for _, b := range temps {
+			pool.put(b)
+		}
+	}()
+	tempCopy := func(src []byte) []byte {
+		b := temp(len(src))
+		copy(b, src)
+		temps = append(temps, b)
+		return b
+	}
 	var (
 		plan algo.Plan
 		err  error
 	)
 	count := len(req.Recv) / max(es, 1)
+	cached := func(root, count int, build func() (algo.Plan, error)) (algo.Plan, error) {
+		return c.plans.get(planKey{kind: req.Kind, algo: a, count: count, root: root, chunk: req.Chunk}, build)
+	}
 	// finish runs after the plan: copies out of temporary work buffers.
 	var finish func()
 	switch req.Kind {
 	case backend.KindAllReduce:
 		e.work = inPlace(req.Send, req.Recv)
-		plan, err = algo.AllReduce(a, c.rank, c.size, count, req.Chunk)
+		plan, err = cached(0, count, func() (algo.Plan, error) { return algo.AllReduce(a, c.rank, c.size, count, req.Chunk) })
 	case backend.KindReduce:
 		count = len(req.Send) / es
 		if c.rank == req.Root {
 			e.work = inPlace(req.Send, req.Recv)
 		} else {
-			e.work = clone(req.Send)
+			e.work = tempCopy(req.Send)
 		}
-		plan, err = algo.Reduce(a, c.rank, c.size, req.Root, count)
+		plan, err = cached(req.Root, count, func() (algo.Plan, error) { return algo.Reduce(a, c.rank, c.size, req.Root, count) })
 	case backend.KindBroadcast:
 		e.work = req.Recv
-		plan, err = algo.Broadcast(a, c.rank, c.size, req.Root, count, req.Chunk)
+		plan, err = cached(req.Root, count, func() (algo.Plan, error) {
+			return algo.Broadcast(a, c.rank, c.size, req.Root, count, req.Chunk)
+		})
 	case backend.KindAllGather, backend.KindAllGatherV:
 		e.work = req.Recv
 		c.placeOwn(e, req.Counts, req.Send)
@@ -222,30 +252,31 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 		if c.rank == req.Root {
 			e.work = req.Recv
 		} else {
-			e.work = kernel.Alloc(sum(req.Counts) * es)
+			e.work = temp(sum(req.Counts) * es)
+			temps = append(temps, e.work)
 		}
 		c.placeOwn(e, req.Counts, req.Send)
 		plan, err = algo.Gather(a, c.rank, c.size, req.Root, req.Counts)
 	case backend.KindScatter, backend.KindScatterV:
 		off := algo.Offsets(req.Counts)
-		own := func() []byte { return e.work[off[c.rank]*es : off[c.rank+1]*es] }
 		if c.rank == req.Root {
 			e.work = req.Send
 		} else {
-			e.work = kernel.Alloc(off[c.size] * es)
+			e.work = temp(off[c.size] * es)
+			temps = append(temps, e.work)
 		}
-		finish = func() { copy(req.Recv, own()) }
+		finish = func() { copy(req.Recv, e.work[off[c.rank]*es:off[c.rank+1]*es]) }
 		plan, err = algo.Scatter(a, c.rank, c.size, req.Root, req.Counts)
 	case backend.KindReduceScatter, backend.KindReduceScatterV:
 		off := algo.Offsets(req.Counts)
-		e.work = clone(req.Send)
+		e.work = tempCopy(req.Send)
 		finish = func() { copy(req.Recv, e.work[off[c.rank]*es:off[c.rank+1]*es]) }
 		plan, err = algo.ReduceScatter(a, c.rank, c.size, req.Counts)
 	case backend.KindAllToAll, backend.KindAllToAllV:
 		e.input, e.work = req.Send, req.Recv
 		plan, err = algo.AllToAll(a, c.rank, c.size, req.Counts, req.RecvCounts)
 	case backend.KindBarrier:
-		plan, err = algo.Barrier(a, c.rank, c.size)
+		plan, err = cached(0, 0, func() (algo.Plan, error) { return algo.Barrier(a, c.rank, c.size) })
 	default:
 		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: fmt.Errorf("comm: the native backend has no operation %v", req.Kind)}
 	}
@@ -298,12 +329,6 @@ func sameStart(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
 }
 
-func clone(b []byte) []byte {
-	out := kernel.Alloc(len(b))
-	copy(out, b)
-	return out
-}
-
 func sum(xs []int) int {
 	n := 0
 	for _, x := range xs {
@@ -336,6 +361,8 @@ func (c *Comm) choose(req *backend.Request) algo.Algorithm {
 		if bytes <= smallMessage {
 			return algo.RecursiveDoubling
 		}
+		// Cutting ring messages into pipelined pieces (req.Chunk) measured
+		// no faster over TCP on 2 cores, so whole blocks it is.
 		return algo.Ring
 	case backend.KindBroadcast:
 		if bytes > largeMessage && c.size > 2 {
