@@ -126,13 +126,18 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	// are posted at once and large payloads land straight in their
 	// buffers; sends run beside them. Peers' endpoints always drain their
 	// connections, so a send never waits for the matching receive.
+	// Small sends go first on this goroutine: the socket takes them at
+	// once, and a goroutine hand-off would cost more than the send.
 	var sendDone chan error
 	if len(st.Sends) > 0 {
-		if len(st.Recvs) == 0 {
-			return e.sends(ctx, i, st.Sends)
+		if len(st.Recvs) == 0 || e.sendBytes(st.Sends) <= inlineSendBytes {
+			if err := e.sends(ctx, i, st.Sends); err != nil || len(st.Recvs) == 0 {
+				return err
+			}
+		} else {
+			sendDone = make(chan error, 1)
+			go func() { sendDone <- e.sends(ctx, i, st.Sends) }()
 		}
-		sendDone = make(chan error, 1)
-		go func() { sendDone <- e.sends(ctx, i, st.Sends) }()
 	}
 	var err error
 	if len(st.Recvs) == 1 {
@@ -146,6 +151,18 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		}
 	}
 	return err
+}
+
+// inlineSendBytes bounds the sends of a step that run before its receives
+// are posted.
+const inlineSendBytes = 64 << 10
+
+func (e *execution) sendBytes(xs []algo.Xfer) int {
+	n := 0
+	for _, x := range xs {
+		n += x.Len * e.esize
+	}
+	return n
 }
 
 // recvAll posts every receive of a step at once and handles completions in
