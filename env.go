@@ -197,11 +197,13 @@ type Rendezvous struct {
 //	                                     (DEEPSPEED_TIMEOUT, in minutes, when this is unset)
 //	GOCOMM_ALGO_<OP>      Algorithms     force an algorithm for ALLREDUCE, REDUCE, BROADCAST,
 //	                                     ALLGATHER, REDUCESCATTER, GATHER, SCATTER, ALLTOALL,
-//	                                     BARRIER: ring, rd, hd, tree, ... (algo.ParseAlgorithm)
+//	                                     BARRIER: auto, ring, recursive-doubling (rd),
+//	                                     halving-doubling (hd), tree, pairwise, linear
 //	GOCOMM_SECRET         Secret         shared secret authenticating data connections
 //	GOCOMM_SOCKET_HOST    ListenHost     host/IP data connections bind to and publish
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
-//	                                     (rank 0 hosts), file:///shared/path (file store)
+//	                                     (rank 0 hosts), file:///shared/path (a file store;
+//	                                     use a fresh path per job: the last rank removes it)
 //	GOCOMM_DEBUG          Logger         1/debug, info, warn, error: log to stderr at that
 //	                                     level (when Options.Logger is nil); 0 or empty: off
 //	GOCOMM_PROFILE        -              comms-logger configuration, read by the profiler

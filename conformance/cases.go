@@ -424,7 +424,7 @@ func miscCases() []Case {
 				return err
 			}
 			if src != prev {
-				return fmt.Errorf("Recv returned source %d, want %d", src, prev)
+				return fmt.Errorf("recv returned source %d, want %d", src, prev)
 			}
 			return check("payload", got, blockData[float64](prev, 0, 5))
 		}},

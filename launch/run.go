@@ -190,8 +190,8 @@ type RankExit struct {
 	Signal os.Signal
 	// Err is why the rank could not be started or waited for.
 	Err error
-	// Stopped is set when the launcher signalled the rank before it ended
-	// (after another rank failed, a timeout, or a forwarded signal).
+	// Stopped is set when a signal from the launcher ended the rank (after
+	// another rank failed, a timeout, or a forwarded signal).
 	Stopped bool
 	// Elapsed is the time from the job's start to the rank's end.
 	Elapsed time.Duration
@@ -279,7 +279,11 @@ func writeTail(b *strings.Builder, name string, r *RankExit) {
 		fmt.Fprintf(b, "\n%s: rank %d printed nothing", name, r.Rank)
 		return
 	}
-	fmt.Fprintf(b, "\n%s: last %d lines of rank %d:", name, len(r.Tail), r.Rank)
+	if len(r.Tail) == 1 {
+		fmt.Fprintf(b, "\n%s: last line of rank %d:", name, r.Rank)
+	} else {
+		fmt.Fprintf(b, "\n%s: last %d lines of rank %d:", name, len(r.Tail), r.Rank)
+	}
 	for _, l := range r.Tail {
 		fmt.Fprintf(b, "\n    [%d] %s", r.Rank, l)
 	}
@@ -412,7 +416,7 @@ func Run(ctx context.Context, cfg Config) error {
 			left--
 			p := procs[l]
 			p.running = false
-			p.exit.Stopped = p.signaled
+			p.exit.Stopped = p.signaled && p.exit.Signal != nil
 			if p.exit.Failed() && !stopping {
 				je.First = &p.exit
 				stop(terminate)

@@ -210,7 +210,7 @@ func (m *model) backward(x []float32, y int, scale float32, grad []float32) {
 		h = m.h
 	}
 	var dh [256]float32
-	dhs := dh[:0]
+	var dhs []float32 // gradient of the hidden activations (MLP only)
 	if m.w1 != nil {
 		if hidden <= len(dh) {
 			dhs = dh[:hidden]

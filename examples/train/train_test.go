@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/launch"
+)
+
+// trainInWorld trains on an in-process world of n ranks and returns each
+// rank's result.
+func trainInWorld(t *testing.T, n int, cfg config) []result {
+	t.Helper()
+	w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := make([]result, n)
+	errs := make([]error, n)
+	var out bytes.Buffer // rank 0 alone writes
+	var wg sync.WaitGroup
+	for r, c := range w {
+		wg.Go(func() {
+			defer c.Close()
+			res[r], errs[r] = train(ctx, c, cfg, &out)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v\n%s", r, err, out.String())
+		}
+	}
+	t.Logf("%d ranks:\n%s", n, out.String())
+	return res
+}
+
+// Training learns, every rank ends identical, and a run is reproducible.
+func TestTrainLearnsAndRanksAgree(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.epochs, cfg.samples = 3, 2048
+	a := trainInWorld(t, 4, cfg)
+	for r, res := range a {
+		if res.checksum != a[0].checksum {
+			t.Errorf("rank %d checksum %016x, rank 0 %016x", r, res.checksum, a[0].checksum)
+		}
+	}
+	if a[0].accuracy < 0.9 || a[0].loss > 0.5 {
+		t.Errorf("did not learn: test accuracy %.3f, loss %.3f", a[0].accuracy, a[0].loss)
+	}
+	if b := trainInWorld(t, 4, cfg); b[0].checksum != a[0].checksum {
+		t.Errorf("not reproducible: %016x then %016x", a[0].checksum, b[0].checksum)
+	}
+	cfg.hidden = 0 // softmax regression
+	if s := trainInWorld(t, 2, cfg); s[0].accuracy < 0.6 {
+		t.Errorf("softmax regression: test accuracy %.3f", s[0].accuracy)
+	}
+}
+
+func TestTrainRejectsTinyShards(t *testing.T) {
+	w, err := comm.NewLocalWorld(1, comm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w[0].Close()
+	cfg := defaultConfig()
+	cfg.samples = 16
+	if _, err := train(context.Background(), w[0], cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "fewer than one batch") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// The binary under every launcher. The flags keep each run short.
+var trainArgs = []string{"-epochs", "2", "-samples", "4096", "-timeout", "60s"}
+
+var (
+	buildOnce sync.Once
+	trainBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if trainBin != "" {
+		os.RemoveAll(filepath.Dir(trainBin))
+	}
+	os.Exit(code)
+}
+
+// buildTrain builds this example once (without -race: it is the program
+// under test, not the test).
+func buildTrain(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "train-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		trainBin = filepath.Join(dir, "train")
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			buildErr = fmt.Errorf("building the binary under test needs the go command on PATH: %v", err)
+			return
+		}
+		if out, err := exec.Command(goCmd, "build", "-o", trainBin, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return trainBin
+}
+
+// launcherFree is this environment without any launcher's variables.
+func launcherFree() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"), strings.HasPrefix(k, "SLURM_"),
+			strings.HasPrefix(k, "TORCHELASTIC_"), strings.HasPrefix(k, "MPI_LOCAL"),
+			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE",
+			k == "MASTER_ADDR", k == "MASTER_PORT", k == "GOCOMM_INIT_METHOD":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+var doneLine = regexp.MustCompile(`train: done: (\d+) ranks, .*parameter checksum ([0-9a-f]{16})`)
+
+// checksumOf finds the final line of a run in its output.
+func checksumOf(t *testing.T, what string, out []byte, ranks int) string {
+	t.Helper()
+	m := doneLine.FindAllSubmatch(out, -1)
+	if len(m) != 1 {
+		t.Fatalf("%s: want one final line, found %d:\n%s", what, len(m), out)
+	}
+	if n, _ := strconv.Atoi(string(m[0][1])); n != ranks {
+		t.Fatalf("%s: ran on %d ranks, want %d:\n%s", what, n, ranks, out)
+	}
+	if !bytes.Contains(out, []byte("parameters identical on all "+strconv.Itoa(ranks)+" ranks")) {
+		t.Fatalf("%s: no identical-parameters check:\n%s", what, out)
+	}
+	return string(m[0][2])
+}
+
+// runCmd runs a launcher command to completion within a minute.
+func runCmd(t *testing.T, what string, name string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = launcherFree()
+	cmd.Dir = t.TempDir()
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, out)
+	}
+	t.Logf("%s: %v", what, time.Since(start).Round(time.Millisecond))
+	return out
+}
+
+// commrunChecksum runs the binary under the launch package (commrun's
+// logic) on n ranks.
+func commrunChecksum(t *testing.T, bin string, n int) string {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := launch.Run(ctx, launch.Config{NProcs: n, Program: bin, Args: trainArgs, Env: launcherFree(),
+		Stdout: &out, Stderr: &out, Timeout: 80 * time.Second})
+	if err != nil {
+		t.Fatalf("commrun -n %d: %v\n%s", n, err, out.String())
+	}
+	t.Logf("commrun -n %d: %v", n, time.Since(start).Round(time.Millisecond))
+	return checksumOf(t, fmt.Sprintf("commrun -n %d", n), out.Bytes(), n)
+}
+
+// The unmodified binary: self-launched, under commrun, mpirun and torchrun,
+// ends with the same parameters for the same world size.
+func TestTrainUnderLaunchers(t *testing.T) {
+	bin := buildTrain(t)
+	want4 := commrunChecksum(t, bin, 4)
+	want2 := commrunChecksum(t, bin, 2)
+	if want2 == want4 {
+		t.Logf("2 and 4 ranks end alike (%s)", want2)
+	}
+
+	t.Run("self-launch", func(t *testing.T) {
+		out := runCmd(t, "train (Spawn, 4 ranks)", bin, trainArgs...)
+		if !bytes.Contains(out, []byte("[0] train: done")) {
+			t.Errorf("output not prefixed by rank:\n%s", out)
+		}
+		if got := checksumOf(t, "self-launch", out, 4); got != want4 {
+			t.Errorf("self-launch checksum %s, commrun -n 4 %s", got, want4)
+		}
+	})
+
+	t.Run("mpirun", func(t *testing.T) {
+		mpirun, err := exec.LookPath("mpirun")
+		if err != nil {
+			t.Skip("mpirun (Open MPI) is not installed: apt-get install openmpi-bin")
+		}
+		args := append([]string{"--allow-run-as-root", "--oversubscribe", "-np", "4", bin}, trainArgs...)
+		out := runCmd(t, "mpirun -np 4", mpirun, args...)
+		if got := checksumOf(t, "mpirun -np 4", out, 4); got != want4 {
+			t.Errorf("mpirun checksum %s, commrun -n 4 %s", got, want4)
+		}
+	})
+
+	t.Run("torchrun", func(t *testing.T) {
+		torchrun, prefix := torchrunCommand(t)
+		port := freePort(t)
+		args := append(prefix, "--nproc_per_node", "2", "--redirects", "1", "--tee", "1",
+			"--master_port", strconv.Itoa(port), "--no_python", bin)
+		args = append(args, trainArgs...)
+		out := runCmd(t, "torchrun --nproc_per_node 2", torchrun, args...)
+		if !bytes.Contains(out, []byte("[default0]:train: done")) {
+			t.Errorf("rank 0's output is not where torchrun --tee puts it:\n%s", out)
+		}
+		if got := checksumOf(t, "torchrun", out, 2); got != want2 {
+			t.Errorf("torchrun checksum %s, commrun -n 2 %s", got, want2)
+		}
+	})
+}
+
+// torchrunCommand finds torchrun, or python3 -m torch.distributed.run with
+// a torch that imports; it skips the test when neither is there.
+func torchrunCommand(t *testing.T) (string, []string) {
+	if p, err := exec.LookPath("torchrun"); err == nil {
+		return p, nil
+	}
+	for _, py := range []string{"/usr/bin/python3", "python3"} {
+		p, err := exec.LookPath(py)
+		if err != nil {
+			continue
+		}
+		if exec.Command(p, "-c", "import torch.distributed.run").Run() == nil {
+			return p, []string{"-m", "torch.distributed.run"}
+		}
+	}
+	t.Skip("torchrun is not installed (nor a python3 with torch): apt-get install python3-torch")
+	return "", nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
