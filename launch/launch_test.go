@@ -237,15 +237,17 @@ func TestRunStopsTheOthersWhenOneFails(t *testing.T) {
 func TestRunTimeout(t *testing.T) {
 	var out lockedBuffer
 	cfg := helperConfig("sleep", 2, &out)
-	cfg.Timeout = 500 * time.Millisecond
+	// Long enough for the ranks to start and print under -race on a busy
+	// machine, so that the summary has their last lines to show.
+	cfg.Timeout = 3 * time.Second
 	je, d := runJob(t, cfg)
 	if je == nil || !je.TimedOut || je.ExitCode() != 124 {
 		t.Fatalf("got %v, want a timeout (exit 124)", je)
 	}
-	if d > 5*time.Second {
+	if d > 10*time.Second {
 		t.Errorf("took %v", d)
 	}
-	if msg := je.Error(); !strings.Contains(msg, "timed out after 500ms") || !strings.Contains(msg, "last line: sleeping") {
+	if msg := je.Error(); !strings.Contains(msg, "timed out after 3s") || !strings.Contains(msg, "last line: sleeping") {
 		t.Errorf("summary: %s", msg)
 	}
 }
