@@ -12,6 +12,7 @@ import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/native"
+	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/transport"
 )
@@ -56,6 +57,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Getenv replaces os.Getenv (tests); nil is os.Getenv.
 	Getenv func(string) string
+	// Profile configures the comms logger (package profile); nil takes it
+	// from GOCOMM_PROFILE and the other variables profile.FromEnv names
+	// (Init only: NewLocalWorld reads no environment), and a Config whose
+	// Enabled is false is off.
+	Profile *profile.Config
 }
 
 // Comm is a communicator: the world, or a group of it. Collectives are
@@ -78,6 +84,10 @@ type Comm struct {
 	// ownStore is set when Init created the store (it closes it).
 	ownStore bool
 
+	// prof is the comms logger (profile.go), shared by a world and its
+	// groups; nil when it is off.
+	prof *profiler
+
 	mu     sync.Mutex // protects seq and closed
 	seq    uint64
 	closed bool
@@ -95,7 +105,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		defer cancel()
 	}
 	store, own := opts.Store, false
-	if store == nil && cfg.size > 1 {
+	if store == nil && cfg.size > 1 && !cfg.ownBootstrap {
 		// The meeting place of env.go: rank 0's TCP store, torchrun's
 		// agent store (namespaced per restart attempt) or a file store.
 		if store, err = cfg.openStore(ctx); err != nil {
@@ -117,7 +127,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, fmt.Errorf("comm: rank %d of %d: opening backend %q: %w", cfg.rank, cfg.size, cfg.backend, err)
 	}
 	c := newWorld(be, cfg.timeout, cfg.logger)
+	c.prof = newProfiler(cfg.profiling, c.rank)
 	c.local.rank, c.local.size = cfg.localRank, cfg.localSize
+	if li, ok := be.(backend.LocalInfo); ok {
+		c.local.rank, c.local.size = li.Local()
+	}
 	c.store, c.ownStore = store, own
 	return c, nil
 }
@@ -147,11 +161,16 @@ func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
+	prof, err := profileConfig(opts.Profile, nil)
+	if err != nil {
+		return nil, err
+	}
 	eps := transport.NewInprocWorld(n, transport.InprocOptions{})
 	world := make([]*Comm, n)
 	for i, ep := range eps {
 		be := native.NewWorld(ep, backend.Config{Rank: i, Size: n, Timeout: timeout, Algorithms: opts.Algorithms, Logger: opts.Logger})
 		world[i] = newWorld(be, timeout, opts.Logger)
+		world[i].prof = newProfiler(prof, i)
 	}
 	return world, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -33,7 +34,33 @@ func factories() []worldFactory {
 		{"tcp", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
 			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs})
 		}},
+		// Shared memory between all ranks; and two simulated hosts (even and
+		// odd ranks), shared memory inside each and TCP between them.
+		{"shm", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Backend: "native-shm"})
+		}},
+		{"hybrid", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Backend: "native-2hosts"})
+		}},
 	}
+}
+
+// transportDriver is the native backend with a forced transport and host
+// identity per rank, so that the suite runs over shared memory and over a
+// mix of hosts on one machine.
+type transportDriver struct {
+	mode  string
+	hosts int
+}
+
+func (d transportDriver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error) {
+	cfg.Transport = backend.TransportConfig{Mode: d.mode, HostID: fmt.Sprintf("conformance-host-%d", cfg.Rank%d.hosts)}
+	return native.Driver{}.Open(ctx, cfg)
+}
+
+func init() {
+	backend.Register("native-shm", transportDriver{mode: "shm", hosts: 1})
+	backend.Register("native-2hosts", transportDriver{mode: "auto", hosts: 2})
 }
 
 // tcpWorld starts n ranks in goroutines that meet through one in-memory

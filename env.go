@@ -50,6 +50,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -798,6 +799,10 @@ type config struct {
 	logger               *slog.Logger
 	// profile is GOCOMM_PROFILE, for the comms logger.
 	profile string
+	// profiling is the comms logger's configuration (profile.go).
+	profiling *profile.Config
+	// ownBootstrap: the backend meets without a store (MPI).
+	ownBootstrap bool
 }
 
 // resolve applies the environment to opts.
@@ -833,12 +838,26 @@ func resolve(opts Options) (config, error) {
 	if cfg.localSize == 0 {
 		cfg.localRank, cfg.localSize = cfg.rank, cfg.size
 	}
-	if err := e.resolveRendezvous(&cfg, opts); err != nil {
-		return cfg, err
-	}
 	if err := e.resolveKnobs(&cfg); err != nil {
 		return cfg, err
 	}
+	if d, ok := backend.Lookup(cfg.backend); ok {
+		if sb, ok := d.(backend.SelfBootstrapping); ok && sb.OwnBootstrap() {
+			cfg.ownBootstrap = true
+		}
+	}
+	if !cfg.ownBootstrap {
+		if err := e.resolveRendezvous(&cfg, opts); err != nil {
+			return cfg, err
+		}
+	}
+	// The comms logger (profile.go): Options.Profile, else GOCOMM_PROFILE,
+	// GOCOMM_PROFILE_* and GOCOMM_TRACE_DIR, read by profile.FromEnv.
+	prof, err := profileConfig(opts.Profile, e.get)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.profiling = prof
 	return cfg, nil
 }
 

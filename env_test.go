@@ -345,13 +345,13 @@ func TestSlurmPortRange(t *testing.T) {
 func TestResolveKnobs(t *testing.T) {
 	cfg, err := resolve(Options{Getenv: envOf(
 		"GOCOMM_BACKEND=mine", "GOCOMM_TIMEOUT=90s", "GOCOMM_SECRET=s3cret", "GOCOMM_SOCKET_HOST=10.0.0.5",
-		"GOCOMM_ALGO_ALLREDUCE=ring", "GOCOMM_DEBUG=1", "GOCOMM_PROFILE=comms.json")})
+		"GOCOMM_ALGO_ALLREDUCE=ring", "GOCOMM_DEBUG=1", "GOCOMM_PROFILE=1")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ring, _ := algo.ParseAlgorithm("ring")
 	if cfg.backend != "mine" || cfg.timeout != 90*time.Second || string(cfg.secret) != "s3cret" ||
-		cfg.listenHost != "10.0.0.5" || cfg.algorithms.AllReduce != ring || cfg.logger == nil || cfg.profile != "comms.json" {
+		cfg.listenHost != "10.0.0.5" || cfg.algorithms.AllReduce != ring || cfg.logger == nil || cfg.profile != "1" || cfg.profiling == nil {
 		t.Errorf("knobs not applied: %+v", cfg)
 	}
 	if cfg.size != 1 || cfg.rank != 0 || cfg.localSize != 1 || cfg.launcher != LauncherNone {

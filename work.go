@@ -166,18 +166,27 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 
 func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 	w := &Work{done: make(chan struct{}), req: req, source: -1}
+	// The comms logger (profile.go): one branch when it is off.
+	if p := c.prof; profileHook && p != nil && p.instrument(ctx, c, req, w) {
+		return w
+	}
 	w.run = func() {
 		defer close(w.done)
-		cctx := ctx
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(ctx, c.timeout)
-			defer cancel()
-		}
-		w.err = c.be.Run(cctx, req)
-		if req.Kind == backend.KindRecv && w.err == nil {
-			w.source = req.Source
-		}
+		c.perform(ctx, req, w)
 	}
 	return w
+}
+
+// perform runs req for w; the caller closes w.done.
+func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
+	cctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	w.err = c.be.Run(cctx, req)
+	if req.Kind == backend.KindRecv && w.err == nil {
+		w.source = req.Source
+	}
 }

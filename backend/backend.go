@@ -23,6 +23,17 @@ type Config struct {
 	ListenHost           string           // host data connections bind to ("" = backend's choice)
 	Algorithms           Algorithms       // per-operation algorithm overrides
 	Logger               *slog.Logger
+	Transport            TransportConfig // how the native backend moves bytes (GOCOMM_TRANSPORT, GOCOMM_HOST_ID)
+}
+
+// TransportConfig says how the native backend reaches peers. Mode is ""
+// or "auto" (shared memory between ranks of one host, TCP between hosts),
+// "tcp" (TCP only) or "shm" (shared memory only: every rank on one host).
+// HostID replaces the host identity ranks compare to find who shares a
+// host: ranks with equal HostIDs are taken to share memory, so that tests
+// can simulate several hosts on one machine; "" detects it.
+type TransportConfig struct {
+	Mode, HostID string
 }
 
 // Algorithms forces the algorithm of each kind of collective; Auto (the
@@ -154,6 +165,27 @@ func Drivers() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Lookup returns the driver registered under name.
+func Lookup(name string) (Driver, bool) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	d, ok := registry.drivers[name]
+	return d, ok
+}
+
+// SelfBootstrapping is implemented by drivers whose worlds meet without a
+// store (MPI takes ranks and connections from its launcher); comm.Init then
+// opens none.
+type SelfBootstrapping interface {
+	OwnBootstrap() bool
+}
+
+// LocalInfo is implemented by communicators that know this host's share of
+// the world better than the environment does.
+type LocalInfo interface {
+	Local() (rank, size int)
 }
 
 // Open opens a world communicator with the named driver.

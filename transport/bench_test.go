@@ -65,15 +65,19 @@ func BenchmarkBandwidth(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dMiB", name, size>>20), func(b *testing.B) {
 				eps := benchWorld(b, name, worldConfig{})
 				ctx := context.Background()
-				// Two receives stay posted (alternating tags), so each
-				// message finds its buffer waiting.
-				hdr := func(i int) Header { return Header{Comm: 1, Tag: uint64(i % 2), Sig: sig(uint64(size))} }
+				// depth receives stay posted (rotating tags), so each
+				// message usually finds its buffer waiting.
+				const depth = 4
+				hdr := func(i int) Header { return Header{Comm: 1, Tag: uint64(i % depth), Sig: sig(uint64(size))} }
 				src := make([]byte, size)
-				dst := [2][]byte{make([]byte, size), make([]byte, size)}
-				done := make(chan error, 2)
-				for k := range 2 {
+				var dst [depth][]byte
+				for k := range dst {
+					dst[k] = make([]byte, size)
+				}
+				done := make(chan error, depth)
+				for k := range depth {
 					go func() {
-						for i := k; i < b.N; i += 2 {
+						for i := k; i < b.N; i += depth {
 							if _, err := eps[1].Recv(ctx, 0, hdr(i), dst[k]); err != nil {
 								done <- err
 								return
@@ -89,7 +93,7 @@ func BenchmarkBandwidth(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for range 2 {
+				for range depth {
 					if err := <-done; err != nil {
 						b.Fatal(err)
 					}

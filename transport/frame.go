@@ -165,8 +165,8 @@ func decodeFrameHeader(b []byte, maxFragment int) (frameHeader, error) {
 	return fh, nil
 }
 
-// continues reports whether next is the fragment of the same message that
-// must follow prev after got bytes.
+// continues reports whether fh is the fragment of first's message that must
+// follow once got bytes of it have been read.
 func (fh *frameHeader) continues(first *frameHeader, got uint64) bool {
 	return fh.typ == frameData && fh.h == first.h && fh.total == first.total && fh.offset == got
 }

@@ -67,6 +67,8 @@ type impl struct {
 var impls = []impl{
 	{"inproc", buildInproc},
 	{"tcp", buildTCP},
+	{"shm", buildSHM},       // shm_test.go
+	{"hybrid", buildHybrid}, // shm_test.go
 }
 
 func buildInproc(t testing.TB, n int, cfg worldConfig) []Endpoint {
@@ -167,7 +169,8 @@ func transportGoroutines() string {
 	var leaked []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
 		if strings.Contains(g, "transport.(*TCP)") || strings.Contains(g, "transport.(*meshBuilder)") ||
-			strings.Contains(g, "transport.(*tcpConn)") {
+			strings.Contains(g, "transport.(*tcpConn)") || strings.Contains(g, "transport.(*Hybrid)") ||
+			strings.Contains(g, "transport.sleepOn") {
 			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "transportGoroutines") {
 				continue
 			}

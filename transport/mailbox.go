@@ -108,10 +108,21 @@ type mailbox struct {
 	gone     []bool                    // peer said goodbye
 	nGone    int
 	lastGone int // the peer whose goodbye came last
+	// inOrder marks peers whose messages travel apart from their goodbye
+	// (shared-memory rings beside a TCP connection): their goodbye counts
+	// only when it arrives in order with the messages (peerGoneInOrder);
+	// one announced out of band (peerGone) is remembered in early. Nil
+	// when unused.
+	inOrder []bool
+	early   []bool
+
+	// empty is set while byKey and inflight are empty (updated under mu):
+	// a quick, lock-free "nothing is waiting here" for quietFor.
+	empty atomic.Bool
 }
 
 func newMailbox(rank, size int) *mailbox {
-	return &mailbox{
+	mb := &mailbox{
 		rank:     rank,
 		size:     size,
 		failedCh: make(chan struct{}),
@@ -121,6 +132,13 @@ func newMailbox(rank, size int) *mailbox {
 		inflight: make(map[msgKey][]*inflightMsg),
 		gone:     make([]bool, size),
 	}
+	mb.empty.Store(true)
+	return mb
+}
+
+// noteSizeLocked updates empty after byKey or inflight changed.
+func (mb *mailbox) noteSizeLocked() {
+	mb.empty.Store(len(mb.byKey) == 0 && len(mb.inflight) == 0)
 }
 
 // opErrLocked is the error every new operation fails with, or nil.
@@ -177,6 +195,7 @@ func (mb *mailbox) failLocked(err error) bool {
 	clear(mb.byKey)
 	clear(mb.bySeq)
 	clear(mb.inflight)
+	mb.noteSizeLocked()
 	return true
 }
 
@@ -199,20 +218,41 @@ func (mb *mailbox) finishLocked(r *recvOp, err error) {
 
 // recv is Endpoint.Recv on top of the mailbox; peer has been validated.
 func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
+	r, from, err := mb.startRecv(ctx, peer, h, buf)
+	if r == nil {
+		return from, err
+	}
+	select {
+	case <-r.done:
+		return r.from, r.err
+	case <-ctx.Done():
+	}
+	if mb.cancelRecv(r) {
+		return -1, ctx.Err()
+	}
+	<-r.done
+	return r.result(ctx)
+}
+
+// startRecv is the first half of recv: it returns r == nil with the
+// result when a queued message (or an error) settles the receive at once,
+// else the receive it posted, or claimed from an in-flight message, for
+// the caller to wait on (r.done) or cancel (cancelRecv).
+func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte) (r *recvOp, from int, err error) {
 	if err := ctx.Err(); err != nil {
-		return -1, err
+		return nil, -1, err
 	}
 	mb.mu.Lock()
 	if err := mb.opErrLocked(); err != nil {
 		mb.mu.Unlock()
-		return -1, err
+		return nil, -1, err
 	}
 	if h.Seq != 0 {
 		if sq := mb.bySeq[seqKey{h.Comm, h.Seq}]; sq != nil {
 			for _, m := range sq.arrived {
 				if m.h.Sig != h.Sig {
 					mb.mu.Unlock()
-					return -1, &MismatchError{Peer: m.from, Seq: h.Seq, Local: h.Sig, Remote: m.h.Sig}
+					return nil, -1, &MismatchError{Peer: m.from, Seq: h.Seq, Local: h.Sig, Remote: m.h.Sig}
 				}
 			}
 		}
@@ -226,21 +266,21 @@ func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (in
 			}
 			mb.mu.Unlock()
 			if err := checkMatch(m.from, &m.h, len(m.data), &h, len(buf)); err != nil {
-				return -1, err
+				return nil, -1, err
 			}
 			copy(buf, m.data)
-			return m.from, nil
+			return nil, m.from, nil
 		}
 	}
 	if peer != AnySource && mb.gone[peer] {
 		mb.mu.Unlock()
-		return -1, &PeerError{Peer: peer, Err: ErrPeerClosed}
+		return nil, -1, &PeerError{Peer: peer, Err: ErrPeerClosed}
 	}
 	if peer == AnySource && mb.nGone == mb.size-1 {
 		mb.mu.Unlock()
-		return -1, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
+		return nil, -1, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
 	}
-	r := &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{})}
+	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{})}
 	if im := mb.handoffLocked(key, peer, &h, len(buf)); im != nil {
 		r.state = recvClaimed
 		r.from = im.from
@@ -251,26 +291,67 @@ func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (in
 		mb.postLocked(r)
 	}
 	mb.mu.Unlock()
+	return r, -1, nil
+}
 
-	select {
-	case <-r.done:
-		return r.from, r.err
-	case <-ctx.Done():
+// quietFor reports whether a receive of h from peer (or AnySource) may
+// take the next message of its key straight from a shared-memory ring,
+// bypassing the mailbox: the mailbox is live and holds nothing of the key
+// (no queued message, posted receive or message in flight), nothing of
+// h's (Comm, Seq) with another signature, and the peer has not left.
+func (mb *mailbox) quietFor(peer int, h *Header) bool {
+	if mb.empty.Load() && !isClosed(mb.failedCh) && peer != AnySource {
+		// Nothing queued, posted or in flight anywhere; a peer that left
+		// through a ring ends it with a goodbye the caller sees first.
+		return true
 	}
 	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.err != nil || mb.closed || (peer != AnySource && mb.gone[peer]) || mb.nGone > 0 && peer == AnySource {
+		return false
+	}
+	key := keyOf(h)
+	if mb.byKey[key] != nil || len(mb.inflight[key]) > 0 {
+		return false
+	}
+	if h.Seq != 0 {
+		if sq := mb.bySeq[seqKey{h.Comm, h.Seq}]; sq != nil {
+			for _, r := range sq.posted {
+				if r.h.Sig != h.Sig {
+					return false
+				}
+			}
+			if len(sq.arrived) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// cancelRecv withdraws a receive from startRecv whose ctx ended. It
+// reports true if the receive was still waiting for a message (it is gone
+// now; Recv returns ctx's error). Otherwise the receive is done, or a
+// message is being written into its buffer and the writer is asked to
+// give it back (at its next step); either way the caller waits for r.done
+// and returns r.result.
+func (mb *mailbox) cancelRecv(r *recvOp) bool {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
 	switch r.state {
 	case recvPosted:
 		mb.unpostLocked(r)
 		r.state = recvDone
-		mb.mu.Unlock()
-		return -1, ctx.Err()
+		return true
 	case recvClaimed:
-		// The message is being written into buf; wait until the writer
-		// lets go of it (at its next read) before handing buf back.
 		r.stop.Store(true)
 	}
-	mb.mu.Unlock()
-	<-r.done
+	return false
+}
+
+// result is the outcome of a receive whose done channel is closed, for a
+// Recv with context ctx.
+func (r *recvOp) result(ctx context.Context) (int, error) {
 	if r.err == errRecvAbandoned {
 		return -1, ctx.Err()
 	}
@@ -316,6 +397,7 @@ func (mb *mailbox) takeInflightLocked(im *inflightMsg) *recvOp {
 	list := removeItem(mb.inflight[key], im)
 	if len(list) == 0 {
 		delete(mb.inflight, key)
+		mb.noteSizeLocked()
 	} else {
 		mb.inflight[key] = list
 	}
@@ -336,6 +418,7 @@ func (mb *mailbox) arriveStream(from int, h Header, n int) (*recvOp, *inflightMs
 	im := &inflightMsg{from: from, h: h, n: n}
 	key := keyOf(&h)
 	mb.inflight[key] = append(mb.inflight[key], im)
+	mb.noteSizeLocked()
 	return nil, im, what
 }
 
@@ -376,6 +459,7 @@ func (mb *mailbox) postLocked(r *recvOp) {
 	if kq == nil {
 		kq = &keyQueue{}
 		mb.byKey[key] = kq
+		mb.noteSizeLocked()
 	}
 	kq.posted = append(kq.posted, r)
 	if r.h.Seq != 0 {
@@ -415,6 +499,7 @@ func (mb *mailbox) unqueueSeq(m *message) {
 func (mb *mailbox) dropKeyIfEmpty(key msgKey, kq *keyQueue) {
 	if len(kq.posted) == 0 && len(kq.arrived) == 0 {
 		delete(mb.byKey, key)
+		mb.noteSizeLocked()
 	}
 }
 
@@ -541,6 +626,7 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte) {
 		if kq == nil {
 			kq = &keyQueue{}
 			mb.byKey[key] = kq
+			mb.noteSizeLocked()
 		}
 		kq.arrived = append(kq.arrived, m)
 		if h.Seq != 0 {
@@ -592,6 +678,39 @@ func (mb *mailbox) abandon(r *recvOp) {
 func (mb *mailbox) peerGone(peer int) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
+	if mb.inOrder != nil && mb.inOrder[peer] {
+		mb.early[peer] = true
+		return
+	}
+	mb.peerGoneLocked(peer)
+}
+
+// peerGoneInOrder is peerGone for a goodbye that arrived after every
+// message of peer (see inOrder).
+func (mb *mailbox) peerGoneInOrder(peer int) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	mb.peerGoneLocked(peer)
+}
+
+// setInOrder says whether peer's goodbye must arrive in order with its
+// messages (peerGoneInOrder) rather than out of band (peerGone). Turning
+// it off applies a goodbye that came out of band meanwhile.
+func (mb *mailbox) setInOrder(peer int, on bool) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.inOrder == nil {
+		mb.inOrder = make([]bool, mb.size)
+		mb.early = make([]bool, mb.size)
+	}
+	mb.inOrder[peer] = on
+	if !on && mb.early[peer] {
+		mb.early[peer] = false
+		mb.peerGoneLocked(peer)
+	}
+}
+
+func (mb *mailbox) peerGoneLocked(peer int) {
 	if mb.err != nil || mb.gone[peer] {
 		return
 	}

@@ -61,7 +61,9 @@ type Endpoint interface {
 	// Recv receives the next message from peer (or AnySource) whose key
 	// matches h into buf. The message must be exactly len(buf) bytes long
 	// (else *LengthError) and carry h.Sig (else *MismatchError). It returns
-	// the sender's rank.
+	// the sender's rank, or -1 with an error. buf belongs to the endpoint
+	// until Recv returns; if ctx ends first, Recv returns ctx's error and a
+	// later message for h is kept for a later Recv.
 	Recv(ctx context.Context, peer int, h Header, buf []byte) (from int, err error)
 	// Abort fails every pending and later Send and Recv with err (wrapped in
 	// ErrAborted) and tells every peer, whose endpoints abort with a

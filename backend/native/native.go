@@ -19,8 +19,9 @@ const Name = "native"
 
 func init() { backend.Register(Name, Driver{}) }
 
-// Driver opens native communicators over TCP (or, for a world of one, over
-// nothing at all).
+// Driver opens native communicators over shared memory between ranks of
+// one host and TCP between hosts (see backend.TransportConfig), or, for a
+// world of one, over nothing at all.
 type Driver struct{}
 
 var _ backend.Driver = Driver{}
@@ -34,13 +35,25 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	if cfg.Store == nil {
 		return nil, errors.New("comm: native backend: a store is needed for a world of more than one rank")
 	}
-	ep, err := transport.ConnectTCP(ctx, cfg.Store, transport.TCPOptions{
+	mode, err := transport.ParseTransportMode(cfg.Transport.Mode)
+	if err != nil {
+		return nil, err
+	}
+	tcp := transport.TCPOptions{
 		Rank:       cfg.Rank,
 		Size:       cfg.Size,
 		Prefix:     "gocomm/native",
 		ListenHost: cfg.ListenHost,
 		Secret:     cfg.Secret,
-	})
+	}
+	var ep transport.Endpoint
+	if mode == transport.TransportTCP {
+		ep, err = transport.ConnectTCP(ctx, cfg.Store, tcp)
+	} else {
+		ep, err = transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
+			TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: mode,
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

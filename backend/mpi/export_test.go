@@ -1,0 +1,8 @@
+//go:build mpi && cgo
+
+package mpi
+
+import "github.com/gocomm/comm/backend"
+
+// BenchIallreduce exposes benchIallreduce to the external tests.
+func BenchIallreduce(be backend.Comm, iters int) error { return benchIallreduce(be.(*Comm), iters) }

@@ -1,0 +1,725 @@
+//go:build mpi && cgo
+
+package mpi
+
+// #include "mpi_shim.h"
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/transport"
+)
+
+// started is a collective ready to hand to MPI: its request (buffers
+// pinned, arrays filled) and the call that starts it.
+type started struct {
+	r     *request
+	fn    string       // the MPI function, for errors
+	start func() C.int // run where MPI may be called
+	avg   []byte       // the buffer to divide by the size after an Avg
+}
+
+// collective runs a collective: prepare it, wait for its turn, start it,
+// wait for MPI to complete it, finish an Avg. Any failure after the turn
+// aborts the world, since the other ranks are inside the same collective.
+func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
+	st, err := c.prepare(req)
+	if err != nil {
+		opErr := c.opErr(req, -1, err)
+		c.w.abort(opErr)
+		return opErr
+	}
+	if err := c.waitTurn(ctx, req.Seq); err != nil {
+		st.r.release()
+		return c.fail(req, -1, err, "waiting for its turn to start")
+	}
+	var rc C.int
+	var failed error
+	if c.w.funneled {
+		c.w.p.onThread(func() { rc, failed = c.startChecked(st.start) })
+	} else {
+		rc, failed = c.startChecked(st.start)
+	}
+	c.advance(req.Seq)
+	if failed != nil {
+		st.r.release()
+		return c.opErr(req, -1, failed)
+	}
+	if err := mpiError(st.fn, rc); err != nil {
+		st.r.release()
+		return c.fail(req, -1, err, "")
+	}
+	rc, err = c.wait(ctx, st.r)
+	if err != nil {
+		st.r.abandon()
+		return c.fail(req, -1, err, "waiting in "+st.fn)
+	}
+	st.r.complete(rc == C.MPI_SUCCESS)
+	if err := mpiError(st.fn, rc); err != nil {
+		return c.fail(req, -1, err, "")
+	}
+	if st.avg != nil {
+		if err := kernel.Divide(req.DType, st.avg, c.size); err != nil {
+			return c.fail(req, -1, err, "")
+		}
+	}
+	return nil
+}
+
+// fail turns the failure of a collective into an *backend.OpError and
+// aborts the world with it.
+func (c *Comm) fail(req *backend.Request, peer int, err error, doing string) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w %s (%v, %d elements of %v): a peer is slow, stuck, or not calling this collective",
+			err, doing, req.Kind, req.SigCount, req.DType)
+	}
+	opErr := c.opErr(req, peer, err)
+	c.w.abort(opErr) // does nothing if the world failed already
+	return opErr
+}
+
+// prepare checks req, pins its buffers and builds the MPI call. Nothing is
+// started yet.
+func (c *Comm) prepare(req *backend.Request) (*started, error) {
+	dt, es := dtypeCode(req.DType), req.DType.Size()
+	if es == 0 {
+		return nil, fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
+	}
+	op := opCode(req.Op)
+	reduces := req.Kind == backend.KindAllReduce || req.Kind == backend.KindReduce ||
+		req.Kind == backend.KindReduceScatter || req.Kind == backend.KindReduceScatterV
+	if reduces && !req.Op.ValidFor(req.DType) {
+		return nil, fmt.Errorf("comm: mpi backend: %v cannot reduce %v", req.Op, req.DType)
+	}
+	if needsCounts(req.Kind) && len(req.Counts) != c.size {
+		return nil, fmt.Errorf("comm: mpi backend: %v needs %d counts, got %d", req.Kind, c.size, len(req.Counts))
+	}
+	if (req.Kind == backend.KindAllToAll || req.Kind == backend.KindAllToAllV) && len(req.RecvCounts) != c.size {
+		return nil, fmt.Errorf("comm: mpi backend: %v needs %d receive counts, got %d", req.Kind, c.size, len(req.RecvCounts))
+	}
+	if err := c.checkLengths(req, es); err != nil {
+		return nil, err
+	}
+	nints := 0
+	switch req.Kind {
+	case backend.KindAllGatherV, backend.KindGatherV, backend.KindScatterV:
+		nints = 2 * c.size
+	case backend.KindReduceScatterV:
+		nints = c.size
+	case backend.KindAllToAllV:
+		nints = 4 * c.size
+	}
+	r, err := newRequest(nints)
+	if err != nil {
+		return nil, err
+	}
+	st := &started{r: r}
+	if err := c.build(st, req, dt, op, es); err != nil {
+		r.release()
+		return nil, err
+	}
+	return st, nil
+}
+
+func needsCounts(k backend.Kind) bool {
+	switch k {
+	case backend.KindAllGather, backend.KindAllGatherV, backend.KindGather, backend.KindGatherV,
+		backend.KindScatter, backend.KindScatterV, backend.KindReduceScatter, backend.KindReduceScatterV,
+		backend.KindAllToAll, backend.KindAllToAllV:
+		return true
+	}
+	return false
+}
+
+// checkLengths refuses buffers shorter than req's counts say, so that MPI
+// never reads or writes past a Go slice. (The comm package has checked
+// them already; this guards direct users of the backend.)
+func (c *Comm) checkLengths(req *backend.Request, es int) error {
+	total := func(xs []int) int {
+		n := 0
+		for _, x := range xs {
+			if x < 0 {
+				return -1 << 62
+			}
+			n += x
+		}
+		return n
+	}
+	need := func(what string, b []byte, n int) error {
+		if n < 0 || len(b) < n*es {
+			return fmt.Errorf("comm: mpi backend: %v: %s has %d bytes, needs %d elements of %d bytes", req.Kind, what, len(b), n, es)
+		}
+		return nil
+	}
+	root := c.rank == req.Root
+	if (req.Kind == backend.KindReduce || req.Kind == backend.KindBroadcast || req.Kind == backend.KindGather ||
+		req.Kind == backend.KindGatherV || req.Kind == backend.KindScatter || req.Kind == backend.KindScatterV) &&
+		(req.Root < 0 || req.Root >= c.size) {
+		return fmt.Errorf("comm: mpi backend: %v: root %d out of range [0,%d)", req.Kind, req.Root, c.size)
+	}
+	var err error
+	switch req.Kind {
+	case backend.KindAllReduce:
+		err = need("send", req.Send, len(req.Recv)/es)
+	case backend.KindReduce:
+		if root {
+			err = need("recv", req.Recv, len(req.Send)/es)
+		}
+	case backend.KindAllGather, backend.KindAllGatherV:
+		err = errors.Join(need("send", req.Send, req.Counts[c.rank]), need("recv", req.Recv, total(req.Counts)))
+	case backend.KindGather, backend.KindGatherV:
+		err = need("send", req.Send, req.Counts[c.rank])
+		if root {
+			err = errors.Join(err, need("recv", req.Recv, total(req.Counts)))
+		}
+	case backend.KindScatter, backend.KindScatterV:
+		err = need("recv", req.Recv, req.Counts[c.rank])
+		if root {
+			err = errors.Join(err, need("send", req.Send, total(req.Counts)))
+		}
+	case backend.KindReduceScatter, backend.KindReduceScatterV:
+		err = errors.Join(need("send", req.Send, total(req.Counts)), need("recv", req.Recv, req.Counts[c.rank]))
+	case backend.KindAllToAll, backend.KindAllToAllV:
+		err = errors.Join(need("send", req.Send, total(req.Counts)), need("recv", req.Recv, total(req.RecvCounts)))
+	}
+	return err
+}
+
+// build fills st for req: the pinned buffers, the C arrays, the call.
+func (c *Comm) build(st *started, req *backend.Request, dt, op C.int, es int) error {
+	r, comm, size := st.r, c.comm, C.int(c.size)
+	root := C.int(req.Root)
+	isRoot := c.rank == req.Root
+	flag := func(b bool) C.int {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	// block is this rank's block of a full buffer at element offset off.
+	block := func(full []byte, off, n int) []byte {
+		if n == 0 || len(full) < (off+n)*es {
+			return nil
+		}
+		return full[off*es : (off+n)*es]
+	}
+	// arrays writes counts and their displacements at ints[at:].
+	arrays := func(at int, counts []int) error {
+		off := 0
+		for i, n := range counts {
+			if _, err := cint("count", n); err != nil {
+				return err
+			}
+			if _, err := cint("displacement", off); err != nil {
+				return err
+			}
+			r.ints[at+i] = C.int(n)
+			r.ints[at+len(counts)+i] = C.int(off)
+			off += n
+		}
+		_, err := cint("total count", off)
+		return err
+	}
+	switch req.Kind {
+	case backend.KindAllReduce:
+		n, err := cint("count", len(req.Recv)/es)
+		if err != nil {
+			return err
+		}
+		in := sameStart(req.Send, req.Recv)
+		var s unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		rb := r.out(req.Recv)
+		st.fn = "MPI_Iallreduce"
+		st.start = func() C.int { return C.gc_iallreduce(s, rb, n, dt, op, flag(in), comm, r.c) }
+		if req.Op == backend.Avg {
+			st.avg = req.Recv
+		}
+	case backend.KindReduce:
+		n, err := cint("count", len(req.Send)/es)
+		if err != nil {
+			return err
+		}
+		in := isRoot && sameStart(req.Send, req.Recv)
+		var s, rb unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		if isRoot {
+			rb = r.out(req.Recv)
+		}
+		st.fn = "MPI_Ireduce"
+		st.start = func() C.int { return C.gc_ireduce(s, rb, n, dt, op, root, flag(in), comm, r.c) }
+		if req.Op == backend.Avg && isRoot {
+			st.avg = req.Recv
+		}
+	case backend.KindBroadcast:
+		n, err := cint("count", len(req.Recv)/es)
+		if err != nil {
+			return err
+		}
+		b := r.out(req.Recv)
+		st.fn = "MPI_Ibcast"
+		st.start = func() C.int { return C.gc_ibcast(b, n, dt, root, comm, r.c) }
+	case backend.KindAllGather:
+		n, err := cint("count", req.Counts[c.rank])
+		if err != nil {
+			return err
+		}
+		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
+			return err
+		}
+		in := sameStart(req.Send, block(req.Recv, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
+		var s unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		rb := r.out(req.Recv)
+		st.fn = "MPI_Iallgather"
+		st.start = func() C.int { return C.gc_iallgather(s, rb, n, dt, flag(in), comm, r.c) }
+	case backend.KindAllGatherV:
+		if err := arrays(0, req.Counts); err != nil {
+			return err
+		}
+		sn := C.int(req.Counts[c.rank])
+		in := sameStart(req.Send, block(req.Recv, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
+		var s unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		rb := r.out(req.Recv)
+		st.fn = "MPI_Iallgatherv"
+		st.start = func() C.int { return C.gc_iallgatherv(s, sn, rb, dt, flag(in), size, comm, r.c) }
+	case backend.KindGather:
+		n, err := cint("count", req.Counts[c.rank])
+		if err != nil {
+			return err
+		}
+		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
+			return err
+		}
+		in := isRoot && sameStart(req.Send, block(req.Recv, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
+		var s, rb unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		if isRoot {
+			rb = r.out(req.Recv)
+		}
+		st.fn = "MPI_Igather"
+		st.start = func() C.int { return C.gc_igather(s, rb, n, dt, root, flag(in), comm, r.c) }
+	case backend.KindGatherV:
+		if err := arrays(0, req.Counts); err != nil {
+			return err
+		}
+		sn := C.int(req.Counts[c.rank])
+		in := isRoot && sameStart(req.Send, block(req.Recv, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
+		var s, rb unsafe.Pointer
+		if !in {
+			s = r.in(req.Send)
+		}
+		if isRoot {
+			rb = r.out(req.Recv)
+		}
+		st.fn = "MPI_Igatherv"
+		st.start = func() C.int { return C.gc_igatherv(s, sn, rb, dt, root, flag(in), size, comm, r.c) }
+	case backend.KindScatter:
+		n, err := cint("count", req.Counts[c.rank])
+		if err != nil {
+			return err
+		}
+		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
+			return err
+		}
+		in := isRoot && sameStart(req.Recv, block(req.Send, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
+		var s, rb unsafe.Pointer
+		if isRoot {
+			s = r.in(req.Send)
+		}
+		if !in {
+			rb = r.out(req.Recv)
+		}
+		st.fn = "MPI_Iscatter"
+		st.start = func() C.int { return C.gc_iscatter(s, rb, n, dt, root, flag(in), comm, r.c) }
+	case backend.KindScatterV:
+		if err := arrays(0, req.Counts); err != nil {
+			return err
+		}
+		rn := C.int(req.Counts[c.rank])
+		in := isRoot && sameStart(req.Recv, block(req.Send, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
+		var s, rb unsafe.Pointer
+		if isRoot {
+			s = r.in(req.Send)
+		}
+		if !in {
+			rb = r.out(req.Recv)
+		}
+		st.fn = "MPI_Iscatterv"
+		st.start = func() C.int { return C.gc_iscatterv(s, rb, rn, dt, root, flag(in), size, comm, r.c) }
+	case backend.KindReduceScatter:
+		n, err := cint("count", req.Counts[c.rank])
+		if err != nil {
+			return err
+		}
+		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
+			return err
+		}
+		s, rb := r.in(req.Send), r.out(req.Recv)
+		st.fn = "MPI_Ireduce_scatter_block"
+		st.start = func() C.int { return C.gc_ireduce_scatter_block(s, rb, n, dt, op, comm, r.c) }
+		if req.Op == backend.Avg {
+			st.avg = req.Recv
+		}
+	case backend.KindReduceScatterV:
+		off := 0
+		for i, n := range req.Counts {
+			if _, err := cint("count", n); err != nil {
+				return err
+			}
+			r.ints[i] = C.int(n)
+			off += n
+		}
+		if _, err := cint("total count", off); err != nil {
+			return err
+		}
+		s, rb := r.in(req.Send), r.out(req.Recv)
+		st.fn = "MPI_Ireduce_scatter"
+		st.start = func() C.int { return C.gc_ireduce_scatter(s, rb, dt, op, comm, r.c) }
+		if req.Op == backend.Avg {
+			st.avg = req.Recv
+		}
+	case backend.KindAllToAll:
+		n, err := cint("count", req.Counts[0])
+		if err != nil {
+			return err
+		}
+		if _, err := cint("total count", c.size*req.Counts[0]); err != nil {
+			return err
+		}
+		s, rb := r.in(req.Send), r.out(req.Recv)
+		st.fn = "MPI_Ialltoall"
+		st.start = func() C.int { return C.gc_ialltoall(s, rb, n, dt, comm, r.c) }
+	case backend.KindAllToAllV:
+		// ints: sendcounts, sdispls, recvcounts, rdispls.
+		if err := arrays(0, req.Counts); err != nil {
+			return err
+		}
+		if err := arrays(2*c.size, req.RecvCounts); err != nil {
+			return err
+		}
+		s, rb := r.in(req.Send), r.out(req.Recv)
+		st.fn = "MPI_Ialltoallv"
+		st.start = func() C.int { return C.gc_ialltoallv(s, rb, dt, size, comm, r.c) }
+	case backend.KindBarrier:
+		st.fn = "MPI_Ibarrier"
+		st.start = func() C.int { return C.gc_ibarrier(comm, r.c) }
+	default:
+		return fmt.Errorf("comm: the mpi backend has no operation %v", req.Kind)
+	}
+	return nil
+}
+
+// startChecked looks for abort notices (at most every startAbortPoll),
+// then runs start unless the world has failed, so that operations started
+// after another rank's Abort fail even if MPI could still complete them.
+// Run it where MPI may be called.
+func (c *Comm) startChecked(start func() C.int) (C.int, error) {
+	w := c.w
+	now := int64(time.Since(w.start))
+	if last := w.lastAbortPoll.Load(); now-last >= int64(startAbortPoll) && w.lastAbortPoll.CompareAndSwap(last, now) {
+		w.pollAbort()
+	}
+	if err := w.failure(); err != nil {
+		return 0, err
+	}
+	return start(), nil
+}
+
+// startAbortPoll is how often, at most, starting operations look for abort
+// notices (waiting operations look every abortPollEvery tests).
+const startAbortPoll = 100 * time.Microsecond
+
+func sameStart(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
+
+// p2pArgs checks a send's or receive's peer and tag and returns MPI's.
+func (c *Comm) p2pArgs(req *backend.Request, buf []byte) (peer, tag, n C.int, err error) {
+	es := req.DType.Size()
+	if es == 0 {
+		return 0, 0, 0, fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
+	}
+	if req.Peer < -1 || req.Peer >= c.size || req.Peer == c.rank || (req.Peer == -1 && req.Kind == backend.KindSend) {
+		return 0, 0, 0, fmt.Errorf("%w: %v peer %d (this is rank %d of %d)", transport.ErrBadPeer, req.Kind, req.Peer, c.rank, c.size)
+	}
+	if req.Tag < 0 || req.Tag > c.w.p.tagUB {
+		return 0, 0, 0, fmt.Errorf("comm: mpi backend: tag %d is outside [0, %d] (MPI_TAG_UB)", req.Tag, c.w.p.tagUB)
+	}
+	n, err = cint("count", len(buf)/es)
+	return C.int(req.Peer), C.int(req.Tag), n, err
+}
+
+// send is MPI_Isend, waited. If ctx ends first the send stays with MPI
+// (which cannot reliably withdraw a send) and this rank's Send fails alone.
+func (c *Comm) send(ctx context.Context, req *backend.Request) error {
+	peer, tag, n, err := c.p2pArgs(req, req.Send)
+	if err != nil {
+		return c.opErr(req, req.Peer, err)
+	}
+	r, err := newRequest(0)
+	if err != nil {
+		return c.opErr(req, req.Peer, err)
+	}
+	b := r.in(req.Send)
+	dt := dtypeCode(req.DType)
+	var rc C.int
+	var failed error
+	c.do(func() {
+		rc, failed = c.startChecked(func() C.int { return C.gc_isend(b, n, dt, peer, tag, c.comm, r.c) })
+	})
+	if failed != nil {
+		r.release()
+		return c.opErr(req, req.Peer, failed)
+	}
+	if err := mpiError("MPI_Isend", rc); err != nil {
+		r.release()
+		return c.opErr(req, req.Peer, err)
+	}
+	rc, err = c.wait(ctx, r)
+	if err != nil {
+		r.abandon()
+		return c.opErr(req, req.Peer, err)
+	}
+	r.release()
+	if err := mpiError("MPI_Isend", rc); err != nil {
+		return c.opErr(req, req.Peer, err)
+	}
+	return nil
+}
+
+// recv is MPI_Irecv, waited; a receive whose ctx ends is cancelled.
+func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
+	peer, tag, n, err := c.p2pArgs(req, req.Recv)
+	if err != nil {
+		return c.opErr(req, req.Peer, err)
+	}
+	r, err := newRequest(0)
+	if err != nil {
+		return c.opErr(req, req.Peer, err)
+	}
+	b := r.out(req.Recv)
+	dt := dtypeCode(req.DType)
+	var rc C.int
+	var failed error
+	c.do(func() {
+		rc, failed = c.startChecked(func() C.int { return C.gc_irecv(b, n, dt, peer, tag, c.comm, r.c) })
+	})
+	if failed != nil {
+		r.release()
+		return c.opErr(req, req.Peer, failed)
+	}
+	if err := mpiError("MPI_Irecv", rc); err != nil {
+		r.release()
+		return c.opErr(req, req.Peer, err)
+	}
+	rc, err = c.wait(ctx, r)
+	if err != nil {
+		cancelled, crc, confirmed := c.cancelRecv(r)
+		if !confirmed {
+			return c.opErr(req, req.Peer, err)
+		}
+		if cancelled {
+			r.release()
+			return c.opErr(req, req.Peer, err)
+		}
+		rc = crc // it arrived after all
+	}
+	var source, got C.int
+	c.do(func() { source, got = C.gc_source(r.c), C.gc_bytes(r.c) })
+	r.complete(rc == C.MPI_SUCCESS)
+	if err := mpiError("MPI_Irecv", rc); err != nil {
+		if isTruncate(err) {
+			err = fmt.Errorf("%w: the message from rank %d is longer than the %d-byte buffer: %w", transport.ErrLength, source, len(req.Recv), err)
+		}
+		return c.opErr(req, req.Peer, err)
+	}
+	req.Source = int(source)
+	if int(got) != len(req.Recv) {
+		return c.opErr(req, int(source), fmt.Errorf("%w: rank %d sent %d bytes, the buffer has %d", transport.ErrLength, source, got, len(req.Recv)))
+	}
+	return nil
+}
+
+// monitoredBarrier: every rank sends an empty message to rank 0 on the
+// monitored-barrier communicator, with a tag made from the sequence
+// number; rank 0 receives them until req.Timeout, cancels the receives of
+// ranks that did not arrive, and answers every rank with one byte per rank
+// (1 = late). A late rank finds its answer waiting when it arrives. As in
+// the native backend nothing is aborted.
+func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error {
+	// Its own communicator and tags: no ordering with other collectives.
+	if err := c.waitTurn(ctx, req.Seq); err != nil {
+		return c.fail(req, -1, err, "waiting for its turn to start")
+	}
+	c.advance(req.Seq)
+	half := uint64(c.w.p.tagUB/2) + 1
+	arrive := C.int(2 * (req.Seq % half))
+	answer := arrive + 1
+	report := func(status []byte) error {
+		var late []int
+		for r, s := range status {
+			if s != 0 {
+				late = append(late, r)
+			}
+		}
+		if len(late) == 0 {
+			return nil
+		}
+		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
+			Err: &backend.BarrierError{Late: late, Timeout: req.Timeout}}
+	}
+	byteType := dtypeCode(backend.Byte)
+	// post starts a send (send=true) or receive of b with peer and tag.
+	post := func(send bool, b []byte, peer int, tag C.int) (*request, error) {
+		r, err := newRequest(0)
+		if err != nil {
+			return nil, err
+		}
+		var p unsafe.Pointer
+		if send {
+			p = r.in(b)
+		} else {
+			p = r.out(b)
+		}
+		var rc C.int
+		c.do(func() {
+			if send {
+				rc = C.gc_isend(p, C.int(len(b)), byteType, C.int(peer), tag, c.mbComm, r.c)
+			} else {
+				rc = C.gc_irecv(p, C.int(len(b)), byteType, C.int(peer), tag, c.mbComm, r.c)
+			}
+		})
+		if err := mpiError("MPI_Isend/MPI_Irecv", rc); err != nil {
+			r.release()
+			return nil, err
+		}
+		return r, nil
+	}
+	// finish waits for r and returns MPI's verdict, abandoning r if the
+	// wait stops early.
+	finish := func(r *request, peer int) error {
+		rc, err := c.wait(ctx, r)
+		if err != nil {
+			r.abandon()
+			return c.opErr(req, peer, err)
+		}
+		r.complete(rc == C.MPI_SUCCESS)
+		if err := mpiError("MPI_Wait", rc); err != nil {
+			return c.opErr(req, peer, err)
+		}
+		return nil
+	}
+	status := make([]byte, c.size)
+	if c.rank != 0 {
+		in, err := post(false, status, 0, answer)
+		if err != nil {
+			return c.opErr(req, 0, err)
+		}
+		out, err := post(true, nil, 0, arrive)
+		if err != nil {
+			cancelled, _, confirmed := c.cancelRecv(in)
+			if cancelled && confirmed {
+				in.release()
+			}
+			return c.opErr(req, 0, err)
+		}
+		if err := finish(out, 0); err != nil {
+			return err
+		}
+		if err := finish(in, 0); err != nil {
+			return err
+		}
+		return report(status)
+	}
+	recvs := make([]*request, c.size)
+	for r := 1; r < c.size; r++ {
+		x, err := post(false, nil, r, arrive)
+		if err != nil {
+			for q := 1; q < r; q++ {
+				if cancelled, _, confirmed := c.cancelRecv(recvs[q]); cancelled && confirmed {
+					recvs[q].release()
+				}
+			}
+			return c.opErr(req, r, err)
+		}
+		recvs[r] = x
+	}
+	timer := time.NewTimer(req.Timeout)
+	defer timer.Stop()
+	var stop error
+	for r := 1; r < c.size && stop == nil; r++ {
+		var rc C.int
+		rc, stop = c.waitUntil(ctx, recvs[r], timer.C)
+		if stop == nil {
+			recvs[r].release()
+			recvs[r] = nil
+			if err := mpiError("MPI_Irecv", rc); err != nil {
+				stop = err
+			}
+		}
+	}
+	// Whoever has not arrived by now is late (or the wait failed).
+	for r := 1; r < c.size; r++ {
+		if recvs[r] == nil {
+			continue
+		}
+		cancelled, _, confirmed := c.cancelRecv(recvs[r])
+		switch {
+		case !confirmed:
+			status[r] = 1
+		case cancelled:
+			recvs[r].release()
+			status[r] = 1
+		default:
+			recvs[r].release() // it came in at the last moment
+		}
+	}
+	if stop != nil && stop != errDeadline {
+		return c.opErr(req, -1, stop)
+	}
+	if !req.WaitAll {
+		// Like torch: report the first late rank only.
+		first := true
+		for r := range status {
+			if status[r] != 0 && !first {
+				status[r] = 0
+			}
+			if status[r] != 0 {
+				first = false
+			}
+		}
+	}
+	var errs []error
+	for r := 1; r < c.size; r++ {
+		x, err := post(true, status, r, answer)
+		if err == nil {
+			err = finish(x, r)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return report(status)
+}

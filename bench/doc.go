@@ -1,0 +1,36 @@
+// Package bench is the logic of commbench, gocomm's collective benchmark
+// after nccl-tests and DeepSpeed's communication benchmarks, and of its
+// comparison mode against Open MPI and torch.distributed's gloo.
+//
+// The pieces, each usable alone:
+//
+//   - Ops and formulas: Op, LayoutOf (the buffers of a case, with S the
+//     full buffer as nccl-tests defines it), Op.BusFactor and
+//     Op.Bandwidths (algbw = S/t, busbw = algbw times nccl-tests' factor).
+//   - Sweeps and plans: ParseSize, Sweep, BuildPlan turn -b/-e/-f and the
+//     op list into a Plan of Cases; WritePlan and ParsePlan are the text
+//     form the peer harnesses read.
+//   - Timing: Run runs a Plan on a *comm.Comm. Every rank calls it with the
+//     same plan; each timed iteration is timed alone and combined across
+//     ranks (the slowest rank's), and with Plan.Check every case is run
+//     once more on known inputs and every element verified.
+//   - Results: Summarize turns a Sample into a Result row (mean, min,
+//     median, max, algbw, busbw, #wrong); WriteRaw and ParseRaw are the raw
+//     text form every runner (ours and the harnesses) writes; TableWriter,
+//     WriteJSON, WriteCSV and WritePlot (SVG, busbw against size on a log2
+//     axis, one line per series) are the outputs.
+//   - Comparison: CompareWith runs one plan through several Runners, run
+//     after run in a rotating order, and Aggregate takes per case the
+//     median of the runs' means; WriteComparison prints the ratios
+//     ours/peer. The harnesses are peers/mpi_bench.c (compiled with mpicc
+//     at run time, run under mpirun with the vader or the tcp BTL) and
+//     peers/gloo_bench.py (run with /usr/bin/python3, one process per
+//     rank).
+//
+// Main and CompareMain are the command lines of cmd/commbench. Without a
+// launcher, commbench starts its ranks with launch.Spawn; under commrun,
+// torchrun or mpirun it joins their world through comm.Init.
+//
+// Benchmarks are never timed tests: the tests of this package check
+// formulas, formats and correctness, not speed.
+package bench

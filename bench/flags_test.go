@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+)
+
+func TestParseArgsDefaults(t *testing.T) {
+	cfg, err := ParseArgs(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SweepConfig{Ops: []OpSpec{{Op: AllReduce}}, Min: 8, Max: 64 << 20, Factor: 2, Warmup: 5, Iters: 20}
+	if cfg.Ranks != 2 || cfg.Backend != "native" || cfg.Transport != TransportTCP || cfg.DType != backend.Float32 ||
+		cfg.RedOp != backend.Sum || cfg.Check || cfg.Timeout != 5*time.Minute || cfg.Series != "native/tcp" ||
+		len(cfg.Sweep.Ops) != 1 || cfg.Sweep.Ops[0] != want.Ops[0] || cfg.Sweep.Min != want.Min || cfg.Sweep.Max != want.Max ||
+		cfg.Sweep.Factor != 2 || cfg.Sweep.Warmup != 5 || cfg.Sweep.Iters != 20 {
+		t.Errorf("defaults = %+v", cfg)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	cfg, err := ParseArgs(strings.Fields("-n 4 --backend native --transport inproc -b 1K -e 1M -f 4 --op all -d half -o max "+
+		"-w 2 -i 7 --budget 64M -r 3 -c --algo allreduce=ring,bcast=tree --timeout 1m --series mine "+
+		"--json a.json --csv a.csv --plot a.svg -q"), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ranks != 4 || cfg.Transport != TransportInproc || cfg.Sweep.Min != 1024 || cfg.Sweep.Max != 1<<20 ||
+		cfg.Sweep.Factor != 4 || len(cfg.Sweep.Ops) != len(AllOps) || cfg.DType != backend.Float16 || cfg.RedOp != backend.Max ||
+		cfg.Sweep.Warmup != 2 || cfg.Sweep.Iters != 7 || cfg.Sweep.Budget != 64<<20 || cfg.Sweep.Root != 3 || !cfg.Check ||
+		cfg.Algo.AllReduce != algo.Ring || cfg.Algo.Broadcast != algo.Tree || cfg.Timeout != time.Minute ||
+		cfg.Series != "mine" || cfg.JSON != "a.json" || cfg.CSV != "a.csv" || cfg.Plot != "a.svg" || !cfg.Quiet || !cfg.ranksSet {
+		t.Errorf("parsed = %+v", cfg)
+	}
+	// Long spellings of nccl-tests' flags.
+	cfg, err = ParseArgs(strings.Fields("--minbytes 8 --maxbytes 8 --datatype int32 --redop prod --warmup 0 --iters 1 --check"), &bytes.Buffer{})
+	if err != nil || cfg.DType != backend.Int32 || cfg.RedOp != backend.Prod || cfg.Sweep.Iters != 1 || !cfg.Check {
+		t.Errorf("long flags = %+v, %v", cfg, err)
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	tests := []struct{ args, want string }{
+		{"-n 0", "-n 0"},
+		{"--op nosuch", "unknown op"},
+		{"-d complex64", "unknown type"},
+		{"-o mean", "unknown reduction"},
+		{"--algo allreduce", "op=algorithm"},
+		{"--algo scan=ring", "unknown op"},
+		{"--algo allreduce=bogo", "unknown algorithm"},
+		{"-b 1M -e 1K", "below"},
+		{"-i 0", "-i"},
+		{"-o band", "cannot reduce"},
+		{"--transport carrier-pigeon", "unknown transport"},
+		{"-b lots", "size"},
+		{"--timeout 0s", "timeout"},
+		{"stray", "unexpected argument"},
+		{"-n 1 --op pingpong", "2 ranks"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if _, err := ParseArgs(strings.Fields(tt.args), &out); err == nil || !strings.Contains(err.Error()+out.String(), tt.want) {
+			t.Errorf("ParseArgs(%q) error = %v (output %q); want one containing %q", tt.args, err, out.String(), tt.want)
+		}
+	}
+	// A root beyond -n is fine when -n was not given: a launcher decides.
+	if _, err := ParseArgs(strings.Fields("-r 3 --op broadcast"), &bytes.Buffer{}); err != nil {
+		t.Errorf("-r 3 without -n: %v", err)
+	}
+	if _, err := ParseArgs(strings.Fields("-n 2 -r 3 --op broadcast"), &bytes.Buffer{}); err == nil {
+		t.Error("-n 2 -r 3 accepted")
+	}
+}
+
+func TestUsageStatesTheFormulas(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := ParseArgs([]string{"-h"}, &out); !errors.Is(err, ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, want := range []string{"2(n-1)/n", "reducescatter, allgather    (n-1)/n", "alltoall                    (n-1)/n",
+		"broadcast, reduce           1", "sendrecv, pingpong          1", "#wrong", "-transport", "-algo", "-plot", "commbench compare"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("usage lacks %q", want)
+		}
+	}
+}
+
+func TestParseAlgorithms(t *testing.T) {
+	a, err := ParseAlgorithms(" allreduce=rd , reducescatter=ring,alltoall=pairwise,barrier=tree,reduce=tree,allgather=hd,gather=linear,scatter=tree")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := backend.Algorithms{AllReduce: algo.RecursiveDoubling, ReduceScatter: algo.Ring, AllToAll: algo.Pairwise,
+		Barrier: algo.Tree, Reduce: algo.Tree, AllGather: algo.HalvingDoubling, Gather: algo.Linear, Scatter: algo.Tree}
+	if a != want {
+		t.Errorf("ParseAlgorithms = %+v, want %+v", a, want)
+	}
+	if a, err := ParseAlgorithms(""); err != nil || a != (backend.Algorithms{}) {
+		t.Errorf("empty = %+v, %v", a, err)
+	}
+}
+
+func TestTransportFlag(t *testing.T) {
+	for _, tr := range []Transport{TransportTCP, TransportInproc, TransportSHM} {
+		var got Transport
+		if err := got.Set(strings.ToUpper(tr.String())); err != nil || got != tr {
+			t.Errorf("Set(%q) = %v, %v", tr, got, err)
+		}
+	}
+	if s := Transport(9).String(); s != "Transport(9)" {
+		t.Errorf("Transport(9) = %q", s)
+	}
+}
+
+func TestParseCompareArgs(t *testing.T) {
+	cfg, err := ParseCompareArgs(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ranks != 2 || cfg.Runs != 3 || len(cfg.Series) != len(DefaultSeries) || cfg.Sweep.Budget != 1<<30 ||
+		cfg.Python != "/usr/bin/python3" || len(cfg.Sweep.Ops) != 5 || cfg.Sweep.Ops[1] != (OpSpec{Op: Broadcast, Min: 64 << 20, Max: 64 << 20}) {
+		t.Errorf("compare defaults = %+v", cfg)
+	}
+	cfg, err = ParseCompareArgs(strings.Fields("-n 4 --runs 5 --series gloo,gocomm-tcp --mpirun-args=--bind-to --op allreduce -e 1M -c"), &bytes.Buffer{})
+	if err != nil || cfg.Ranks != 4 || cfg.Runs != 5 || strings.Join(cfg.Series, ",") != "gloo,gocomm-tcp" ||
+		strings.Join(cfg.MPIArgs, " ") != "--bind-to" || !cfg.Check || cfg.Sweep.Max != 1<<20 {
+		t.Errorf("compare flags = %+v, %v", cfg, err)
+	}
+	for _, tt := range []struct{ args, want string }{
+		{"--series nccl", "unknown series"},
+		{"--series gloo,gloo", "twice"},
+		{"--series ,", "no series"},
+		{"--runs 0", "--runs"},
+		{"-n 0", "-n 0"},
+		{"--op allgather@2 -d float64", "no case"},
+		{"--algo x=y", "unknown op"},
+		{"extra", "unexpected"},
+	} {
+		if _, err := ParseCompareArgs(strings.Fields(tt.args), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseCompareArgs(%q) error = %v; want one containing %q", tt.args, err, tt.want)
+		}
+	}
+	var out bytes.Buffer
+	if _, err := ParseCompareArgs([]string{"-h"}, &out); !errors.Is(err, ErrHelp) || !strings.Contains(out.String(), "btl self,vader") {
+		t.Errorf("compare -h: %v\n%s", err, out.String())
+	}
+}

@@ -1,0 +1,424 @@
+package comm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/profile"
+)
+
+// The comms logger's glue: Options.Profile switches it on, the hook in
+// launch times the profiled operations, and the methods below report them.
+// Package profile has the formulas, the table, the straggler analysis and
+// the trace format.
+
+// profiler is the comms logger of one rank: its world and the world's
+// groups share it (Comm.prof).
+type profiler struct {
+	log       *profile.Logger
+	cfg       profile.Config
+	worldRank int
+	// verbose receives a line per op on world rank 0 in verbose mode; nil
+	// otherwise.
+	verbose   io.Writer
+	verboseMu sync.Mutex // serialises writes to verbose
+	// offset is this rank's clock minus the reference rank's, in
+	// nanoseconds, from the last clock exchange (0 before any).
+	offset atomic.Int64
+}
+
+// newProfiler returns the logger cfg describes, or nil when it is off.
+func newProfiler(cfg *profile.Config, worldRank int) *profiler {
+	if !profileHook || cfg == nil || !cfg.Enabled {
+		return nil
+	}
+	p := &profiler{log: profile.NewLogger(*cfg), cfg: *cfg, worldRank: worldRank}
+	if cfg.Verbose && worldRank == 0 {
+		p.verbose = cfg.Output
+		if p.verbose == nil {
+			p.verbose = os.Stderr
+		}
+	}
+	return p
+}
+
+// profileConfig picks the logger's configuration: Options.Profile when set,
+// else the environment through getenv (nil: none).
+func profileConfig(opt *profile.Config, getenv func(string) string) (*profile.Config, error) {
+	if opt != nil {
+		if err := opt.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: Options.Profile: %w", ErrInvalid, err)
+		}
+		return opt, nil
+	}
+	if getenv == nil {
+		return nil, nil
+	}
+	cfg, err := profile.FromEnv(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEnvironment, err)
+	}
+	return cfg, nil
+}
+
+type logNameKey struct{}
+
+type profilingKey struct{}
+
+// WithLogName returns a context under which operations are recorded with
+// the record name name instead of their op name: DeepSpeed's log_name.
+// Config.Ops matches it as well as the op name.
+//
+//	comm.AllReduce(comm.WithLogName(ctx, "grad_allreduce"), c, g, g, comm.Avg)
+func WithLogName(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, logNameKey{}, name)
+}
+
+// WithProfiling returns a context under which operations are profiled (on)
+// or not (off) whatever Config.OpsOnly and Config.Ops say; on is
+// DeepSpeed's prof=True. It does not switch a logger on.
+func WithProfiling(ctx context.Context, on bool) context.Context {
+	return context.WithValue(ctx, profilingKey{}, on)
+}
+
+// opNames maps kinds to record op names.
+var opNames = [...]string{
+	backend.KindAllReduce: profile.OpAllReduce, backend.KindReduce: profile.OpReduce,
+	backend.KindBroadcast: profile.OpBroadcast, backend.KindAllGather: profile.OpAllGather,
+	backend.KindAllGatherV: profile.OpAllGatherV, backend.KindGather: profile.OpGather,
+	backend.KindGatherV: profile.OpGatherV, backend.KindScatter: profile.OpScatter,
+	backend.KindScatterV: profile.OpScatterV, backend.KindReduceScatter: profile.OpReduceScatter,
+	backend.KindReduceScatterV: profile.OpReduceScatterV, backend.KindAllToAll: profile.OpAllToAll,
+	backend.KindAllToAllV: profile.OpAllToAllV, backend.KindBarrier: profile.OpBarrier,
+	backend.KindMonitoredBarrier: profile.OpMonitoredBarrier, backend.KindSend: profile.OpSend,
+	backend.KindRecv: profile.OpRecv,
+}
+
+func opName(k backend.Kind) string {
+	if int(k) < len(opNames) && opNames[k] != "" {
+		return opNames[k]
+	}
+	return strings.ToLower(k.String())
+}
+
+// instrument sets w.run to a timed run of req and reports true when the
+// operation is to be profiled; otherwise launch sets the plain one. The
+// clock starts now, in the Start call, and stops when the operation
+// completes, before w is marked done, so that a record exists once Wait has
+// returned; nothing waits or synchronises ranks on the profiler's behalf.
+func (p *profiler) instrument(ctx context.Context, c *Comm, req *backend.Request, w *Work) bool {
+	op := opName(req.Kind)
+	name, _ := ctx.Value(logNameKey{}).(string)
+	if on, set := ctx.Value(profilingKey{}).(bool); set {
+		if !on {
+			return false
+		}
+	} else if !p.log.Selected(op, name) {
+		return false
+	}
+	if name == "" {
+		name = op
+	}
+	if p.cfg.Debug {
+		name += " | [Caller Func: " + callerName() + "]"
+	}
+	start := time.Now()
+	w.run = func() {
+		defer close(w.done)
+		c.perform(ctx, req, w)
+		p.record(c, req, op, name, start, time.Since(start), w.err)
+	}
+	return true
+}
+
+func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start time.Time, lat time.Duration, err error) {
+	var all int64
+	for _, n := range req.Counts {
+		all += int64(n)
+	}
+	all *= int64(req.DType.Size())
+	s, t := profile.MessageSizes(op, int64(len(req.Send)), int64(len(req.Recv)), all)
+	r := profile.Record{
+		Op: op, Name: name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
+		Seq: req.Seq, Bytes: s, TotalBytes: t, DType: req.DType.String(), Root: -1, Peer: -1,
+		Start: start, Latency: lat,
+	}
+	switch req.Kind {
+	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
+		backend.KindScatter, backend.KindScatterV:
+		r.Root = req.Root
+	case backend.KindSend:
+		r.Peer = req.Peer
+	case backend.KindRecv:
+		r.Peer = req.Peer
+		if req.Source >= 0 {
+			r.Peer = req.Source
+		}
+	}
+	if req.Used != algo.Auto {
+		r.Algorithm = req.Used.String()
+	}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	p.log.Add(r) // it computes the bandwidths when they are read
+	if p.verbose != nil {
+		r.AlgBW, r.BusBW = profile.Bandwidth(op, t, c.size, lat)
+		p.verboseMu.Lock()
+		fmt.Fprintln(p.verbose, profile.FormatVerbose(r, p.cfg.Layout))
+		p.verboseMu.Unlock()
+	}
+}
+
+// callerName is the first function on the stack outside package comm:
+// the user's function that started the operation (debug mode).
+func callerName() string {
+	var pcs [32]uintptr
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		fn := f.Function
+		if fn != "" && !strings.HasPrefix(fn, "github.com/gocomm/comm.") && !strings.HasPrefix(fn, "runtime.") {
+			return fn[strings.LastIndexByte(fn, '/')+1:]
+		}
+		if !more {
+			return "unknown"
+		}
+	}
+}
+
+// profiler returns c's logger, nil when it is off.
+func (c *Comm) profiler() *profiler {
+	if !profileHook {
+		return nil
+	}
+	return c.prof
+}
+
+// Profiling reports whether the comms logger is on for c (Options.Profile,
+// GOCOMM_PROFILE).
+func (c *Comm) Profiling() bool { return c.profiler() != nil }
+
+// ProfileRecords returns this rank's records, of c's world and all its
+// groups, in the order the operations completed; nil when the logger is
+// off.
+func (c *Comm) ProfileRecords() []profile.Record {
+	if p := c.profiler(); p != nil {
+		return p.log.Records()
+	}
+	return nil
+}
+
+// ResetLog drops this rank's records (of c's world and all its groups), as
+// DeepSpeed's reset_log does. Operations still running are recorded when
+// they complete.
+func (c *Comm) ResetLog() {
+	if p := c.profiler(); p != nil {
+		p.log.Reset()
+	}
+}
+
+// LogSummary writes, on rank 0 of c, the summary table of this rank's
+// records (profile.WriteSummary; DeepSpeed's log_summary) to w; other ranks
+// write nothing, and a nil w prints nothing. With straggler, it is a
+// collective (every rank of c must call it) that adds the straggler
+// analysis (StragglerReport) naming the rank that arrived last. When
+// Config.TraceDir is set every rank also writes its trace there
+// (WriteTraceFile). With the logger off it does nothing; every rank must
+// have it on or off alike.
+//
+// The operations LogSummary runs itself are not recorded, and it adds no
+// barrier: call it when the operations to report on are complete.
+func (c *Comm) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
+	p := c.profiler()
+	if p == nil || c.be == nil {
+		return nil
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	if c.rank == 0 {
+		layout := p.cfg.Layout
+		if err := profile.WriteSummary(w, profile.Summarize(p.log.Records(), layout), layout); err != nil {
+			return err
+		}
+	}
+	if straggler {
+		rep, err := c.StragglerReport(ctx)
+		if err != nil {
+			return err
+		}
+		if c.rank == 0 {
+			if err := profile.WriteStraggler(w, *rep); err != nil {
+				return err
+			}
+		}
+	}
+	if p.cfg.TraceDir != "" {
+		if _, err := c.WriteTraceFile(p.cfg.TraceDir); err != nil {
+			return fmt.Errorf("comm: LogSummary: writing the trace: %w", err)
+		}
+	}
+	return nil
+}
+
+// clockSyncTag is the Send/Recv tag of the clock exchange; user messages
+// with this tag on the same communicator would be confused with it.
+const clockSyncTag = 0x7c10c5
+
+// clockRounds is how many round trips the clock exchange makes per rank.
+const clockRounds = 8
+
+// StragglerReport is a collective over c: every rank sends rank 0 of c when
+// it entered each collective it recorded (matched across ranks by
+// communicator and sequence number), and rank 0 returns the analysis
+// (profile.AnalyzeArrivals); the other ranks return nil. Ranks whose host
+// differs from rank 0's (or all, with ClockSyncAlways) first exchange
+// clock readings with it, and their arrivals are corrected by the
+// estimated offset. It returns nil, nil when the logger is off.
+func (c *Comm) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
+	p := c.profiler()
+	if p == nil {
+		return nil, nil
+	}
+	if c.be == nil {
+		return nil, fmt.Errorf("%w: StragglerReport", ErrNotMember)
+	}
+	ctx = WithProfiling(ctx, false)
+	host, _ := os.Hostname()
+	offsets, err := c.syncClocks(ctx, p, host)
+	if err != nil {
+		return nil, fmt.Errorf("comm: straggler analysis: clock exchange: %w", err)
+	}
+	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(p.log.Records())}
+	all, err := GatherObject(ctx, c, mine, 0)
+	if err != nil {
+		return nil, fmt.Errorf("comm: straggler analysis: gathering arrivals: %w", err)
+	}
+	if c.rank != 0 {
+		return nil, nil
+	}
+	var used []profile.ClockOffset
+	for r := range all {
+		if o, ok := offsets[r]; ok {
+			all[r].Offset = o.Offset
+			used = append(used, profile.ClockOffset{Rank: c.global[r], Offset: o.Offset, Uncertainty: o.Uncertainty})
+		}
+	}
+	rep := profile.AnalyzeArrivals(all)
+	rep.Offsets = used
+	return &rep, nil
+}
+
+// syncClocks estimates, on rank 0 of c, the clock offset of every rank that
+// needs it (keyed by rank of c) and tells each its own.
+func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[int]profile.ClockOffset, error) {
+	if c.size < 2 || p.cfg.ClockSync == profile.ClockSyncOff {
+		return nil, nil
+	}
+	need := make([]bool, c.size)
+	if p.cfg.ClockSync == profile.ClockSyncAlways {
+		for r := 1; r < c.size; r++ {
+			need[r] = true
+		}
+	} else {
+		hosts, err := AllGatherObject(ctx, c, host)
+		if err != nil {
+			return nil, err
+		}
+		for r := 1; r < c.size; r++ {
+			need[r] = hosts[r] != hosts[0]
+		}
+	}
+	offsets := map[int]profile.ClockOffset{}
+	for r := 1; r < c.size; r++ {
+		if !need[r] {
+			continue
+		}
+		switch c.rank {
+		case 0:
+			samples := make([]profile.PingSample, 0, clockRounds)
+			reply := make([]int64, 2)
+			for range clockRounds {
+				t0 := time.Now().UnixNano()
+				if err := Send(ctx, c, []int64{t0}, r, clockSyncTag); err != nil {
+					return nil, err
+				}
+				if _, err := Recv(ctx, c, reply, r, clockSyncTag); err != nil {
+					return nil, err
+				}
+				samples = append(samples, profile.PingSample{T0: t0, T1: reply[0], T2: reply[1], T3: time.Now().UnixNano()})
+			}
+			off, unc, _ := profile.EstimateOffset(samples)
+			offsets[r] = profile.ClockOffset{Rank: r, Offset: off, Uncertainty: unc}
+			if err := Send(ctx, c, []int64{int64(off)}, r, clockSyncTag); err != nil {
+				return nil, err
+			}
+		case r:
+			in := make([]int64, 1)
+			for range clockRounds {
+				if _, err := Recv(ctx, c, in, 0, clockSyncTag); err != nil {
+					return nil, err
+				}
+				t1 := time.Now().UnixNano()
+				if err := Send(ctx, c, []int64{t1, time.Now().UnixNano()}, 0, clockSyncTag); err != nil {
+					return nil, err
+				}
+			}
+			if _, err := Recv(ctx, c, in, 0, clockSyncTag); err != nil {
+				return nil, err
+			}
+			p.offset.Store(in[0])
+		}
+	}
+	return offsets, nil
+}
+
+// WriteProfileJSON writes this rank's records and their summary as JSON
+// (profile.Report). With the logger off it writes a report with no
+// records.
+func (c *Comm) WriteProfileJSON(w io.Writer) error {
+	layout := profile.LayoutGBs
+	if p := c.profiler(); p != nil {
+		layout = p.cfg.Layout
+	}
+	return profile.WriteJSON(w, profile.NewReport(c.rank, c.worldRank(), c.ProfileRecords(), layout))
+}
+
+// WriteTrace writes this rank's records as a Chrome/Perfetto trace
+// (profile.WriteTrace), its times corrected by the clock offset the last
+// straggler analysis estimated, if any.
+func (c *Comm) WriteTrace(w io.Writer) error {
+	return profile.WriteTrace(w, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+}
+
+// WriteTraceFile writes this rank's trace to dir (created if needed) as
+// profile.TraceFileName(world rank) and returns its path. Merge the ranks'
+// files with profile.MergeTraceDir or the commtrace command.
+func (c *Comm) WriteTraceFile(dir string) (string, error) {
+	return profile.WriteTraceFile(dir, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+}
+
+func (c *Comm) worldRank() int {
+	if c.rank < 0 {
+		return -1
+	}
+	return c.global[c.rank]
+}
+
+func (c *Comm) clockOffset() time.Duration {
+	if p := c.profiler(); p != nil {
+		return time.Duration(p.offset.Load())
+	}
+	return 0
+}

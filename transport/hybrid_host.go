@@ -1,0 +1,193 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+var errNoSHMHere = fmt.Errorf("the shared-memory transport is not available on %s", runtime.GOOS)
+
+// HostIdentity returns this machine's identity as ConnectHybrid compares
+// it: the host name and the kernel's boot id (where there is one), so
+// that two machines (or containers) that happen to share a name do not
+// pass for one host. Ranks with the same identity are expected to share
+// /dev/shm; if they do not, mapping the segment fails and they fall back
+// to TCP.
+func HostIdentity() string {
+	name, err := os.Hostname()
+	if err != nil {
+		name = "unknown-host"
+	}
+	return name + "/" + strings.TrimSpace(bootID())
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// segmentName names a new segment file after the job's prefix and the
+// host, plus a random part so that no two segments ever collide.
+func segmentName(prefix, hostID string) string {
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	return "gocomm-" + hashHex(prefix + "\x00" + hostID)[:12] + "-" + hex.EncodeToString(nonce[:])
+}
+
+// setupSHM makes the shared-memory segment of the ranks local (sorted,
+// this rank among them) together with them, through the store: the
+// lowest creates the file and publishes its path, every other maps it and
+// reports, the creator removes the file once all have mapped it (so that
+// nothing is left behind if processes die later) and announces the
+// verdict. A non-nil fallback (with a nil err) means the host's ranks
+// agreed to use TCP instead; err means the set-up itself failed (a store
+// error, ctx).
+func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, so SHMOptions, hook func(int) error) (fallback, err error) {
+	me := slices.Index(local, e.rank)
+	n := len(local)
+	if n > maxLocalRanks {
+		return fmt.Errorf("%d ranks on one host exceed the segment's limit of %d", n, maxLocalRanks), nil
+	}
+	base := o.Prefix + "/shm/" + hashHex(hostID)
+	wrap := func(err error) error {
+		return fmt.Errorf("comm: transport: rank %d: setting up shared memory with ranks %v: %w", e.rank, local, err)
+	}
+	if me == 0 {
+		so, err := so.withDefaults(n)
+		if err != nil {
+			store.Set(ctx, base+"/segment", []byte("!"+err.Error()))
+			return nil, err
+		}
+		l := shmLayout{n: n, ringBytes: so.RingBytes}
+		mem, path, cerr := createSegment(so.Dir, segmentName(o.Prefix, hostID), l.size())
+		if cerr != nil {
+			cerr = fmt.Errorf("rank %d could not create a %d-byte segment: %w", e.rank, l.size(), cerr)
+			if err := store.Set(ctx, base+"/segment", []byte("!"+cerr.Error())); err != nil {
+				return nil, wrap(err)
+			}
+			return cerr, nil
+		}
+		defer os.Remove(path) // idempotent; the normal path removes it earlier
+		writeSegmentHeader(mem, l, local)
+		if err := store.Set(ctx, base+"/segment", []byte(strconv.Itoa(so.RingBytes)+" "+path)); err != nil {
+			unmapSegment(mem)
+			return nil, wrap(err)
+		}
+		var problems []string
+		for _, r := range local[1:] {
+			v, err := store.Get(ctx, base+"/mapped/"+strconv.Itoa(r))
+			if err != nil {
+				unmapSegment(mem)
+				return nil, wrap(fmt.Errorf("waiting for rank %d to map %s: %w", r, path, err))
+			}
+			if s := string(v); s != "ok" {
+				problems = append(problems, fmt.Sprintf("rank %d: %s", r, s))
+			}
+		}
+		os.Remove(path)
+		verdict := "ok"
+		if len(problems) > 0 {
+			verdict = strings.Join(problems, "; ")
+		}
+		if err := store.Set(ctx, base+"/ready", []byte(verdict)); err != nil {
+			unmapSegment(mem)
+			return nil, wrap(err)
+		}
+		if verdict != "ok" {
+			unmapSegment(mem)
+			return errors.New("shared memory unusable: " + verdict), nil
+		}
+		e.attach(mem, l, local, me, so)
+		return nil, nil
+	}
+
+	v, err := store.Get(ctx, base+"/segment")
+	if err != nil {
+		return nil, wrap(fmt.Errorf("waiting for rank %d's segment: %w", local[0], err))
+	}
+	if s, ok := strings.CutPrefix(string(v), "!"); ok {
+		return errors.New(s), nil
+	}
+	sizeStr, path, ok := strings.Cut(string(v), " ")
+	ringBytes, perr := strconv.Atoi(sizeStr)
+	if !ok || perr != nil {
+		return nil, wrap(fmt.Errorf("rank %d published a malformed segment %q", local[0], v))
+	}
+	so.RingBytes = ringBytes
+	so.ChunkBytes = min(so.ChunkBytes, ringBytes/4)
+	so, oerr := so.withDefaults(n)
+	l := shmLayout{n: n, ringBytes: so.RingBytes}
+	var mem []byte
+	if oerr == nil && hook != nil {
+		oerr = hook(e.rank)
+	}
+	if oerr == nil {
+		mem, oerr = openSegment(path, l.size())
+		if oerr == nil {
+			if oerr = checkSegmentHeader(mem, l, local); oerr != nil {
+				unmapSegment(mem)
+			}
+		}
+	}
+	report := "ok"
+	if oerr != nil {
+		report = oerr.Error()
+	}
+	if err := store.Set(ctx, base+"/mapped/"+strconv.Itoa(e.rank), []byte(report)); err != nil {
+		if oerr == nil {
+			unmapSegment(mem)
+		}
+		return nil, wrap(err)
+	}
+	verdict, err := store.Get(ctx, base+"/ready")
+	if err == nil && string(verdict) != "ok" {
+		err = errors.New("shared memory unusable: " + string(verdict))
+		if oerr == nil {
+			unmapSegment(mem)
+		}
+		return err, nil
+	}
+	if err != nil {
+		if oerr == nil {
+			unmapSegment(mem)
+		}
+		return nil, wrap(err)
+	}
+	e.attach(mem, l, local, me, so)
+	return nil, nil
+}
+
+// attach builds the endpoint's rings over a mapped segment.
+func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
+	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
+	e.me = consumerAt(mem, l.consBlock(me))
+	for k, p := range local {
+		if k == me {
+			continue
+		}
+		out := &ringOut{
+			peer: p,
+			d:    mem[l.ring(me, k) : l.ring(me, k)+l.ringBytes],
+			ctl:  ringAt(mem, l.ringCtl(me, k)),
+			cons: consumerAt(mem, l.consBlock(k)),
+			lock: newSendLock(),
+		}
+		in := &ringIn{
+			peer: p,
+			d:    mem[l.ring(k, me) : l.ring(k, me)+l.ringBytes],
+			ctl:  ringAt(mem, l.ringCtl(k, me)),
+		}
+		e.out[p], e.in[p] = out, in
+		e.outs = append(e.outs, out)
+		e.ins = append(e.ins, in)
+	}
+}

@@ -1,0 +1,374 @@
+package transport
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gocomm/comm/backend"
+)
+
+// Shared-memory rings. The ranks of one host map one segment (a file in
+// /dev/shm, unlinked once every rank has mapped it) holding, for every
+// ordered pair of those ranks, a single-producer single-consumer byte ring.
+// Segment layout (offsets in bytes, native byte order, every atomic word
+// aligned):
+//
+//	0          segment header (one page): magic, version, local rank
+//	           count, ring size, segment size, then the world rank of
+//	           each local index (uint32 each)
+//	4096       consumer blocks, one per local rank (256 bytes each):
+//	             +0   sleepers  uint32  the rank's poller is (about to be) asleep
+//	             +4   wake      uint32  futex the poller sleeps on; producers bump it
+//	             +64  bgAsleep  uint32  the rank's drainer is asleep
+//	             +68  drain     uint32  futex the drainer sleeps on
+//	             +128 closed    uint32  the rank closed its endpoint
+//	...        ring controls, one per ordered pair (128 bytes each):
+//	             +0   head      uint64  bytes the consumer has freed (consumer writes)
+//	             +8   space     uint32  futex a producer waiting for room sleeps on
+//	             +64  waiting   uint32  the producer waits for room (producer writes)
+//	page-aligned rings, RingBytes each: records.
+//
+// A record is a 64-byte header and its payload, padded to 64 bytes; it
+// never wraps around the ring's end (a pad record fills the rest of the
+// lap). Header:
+//
+//	 0  seq    uint64  absolute byte position of the record + 1; written
+//	                   last (release), so the consumer polls this word only
+//	 8  kind   uint8   first piece of a message, later piece, goodbye, pad
+//	12  len    uint32  payload bytes in this record
+//	16  Comm, Seq, Tag (uint64 each); 40 Sig.Kind, DType, Op, Algo (uint8
+//	    each), Root (int32); 48 Sig.Count; 56 message length (uint64)
+//
+// Fields from 16 on are written only in a message's first record. A
+// message longer than the chunk size travels as consecutive records
+// written under the producer's lock, so messages never interleave in a
+// ring, and the receiver copies each piece straight into the posted
+// buffer. A goodbye record is the last a producer writes: the consumer
+// sees it after every message before it.
+const (
+	shmMagic      = 0x4d48534d4f434f47 // "GOCOMSHM"
+	shmVersion    = 1
+	cacheLine     = 64
+	shmPage       = 4096
+	recHeader     = 64
+	consBlockSize = 256
+	ringCtlSize   = 128
+	maxLocalRanks = (shmPage - 64) / 4
+
+	defaultRingBytes  = 1 << 20
+	minRingBytes      = 64 << 10
+	defaultChunkBytes = 64 << 10
+	// segmentBudget bounds a host's rings together: with many ranks on a
+	// host the default ring size shrinks to stay near it.
+	segmentBudget = 256 << 20
+
+	defaultSpinWait        = 10 * time.Microsecond
+	oversubscribedSpinWait = time.Microsecond
+	defaultYieldWait       = 200 * time.Microsecond
+	// maxSleep bounds one futex sleep, a safety net: every event that
+	// matters wakes a sleeper explicitly.
+	maxSleep = time.Second
+)
+
+// Record kinds.
+const (
+	recFirst   = 1
+	recMore    = 2
+	recGoodbye = 3
+	recPad     = 4
+)
+
+// SHMOptions tunes the shared-memory rings of a Hybrid endpoint. Zero
+// values select the defaults; every rank of a host must use the same
+// RingBytes (the segment's creator decides it).
+type SHMOptions struct {
+	// RingBytes is the capacity of the ring of each ordered pair of ranks
+	// on a host: a power of two of at least 64 KiB. Default 1 MiB, halved
+	// while the host's rings together would exceed 256 MiB.
+	RingBytes int
+	// ChunkBytes is the largest piece of a message in one ring record
+	// (default 64 KiB, at most RingBytes/4). Larger messages stream
+	// through the ring piece by piece.
+	ChunkBytes int
+	// SpinWait is how long a waiting rank polls before it starts yielding
+	// its CPU (default 10µs, 1µs when the host's ranks outnumber its
+	// CPUs); YieldWait how long it polls between yields before it sleeps
+	// on a futex (default 200µs). Negative disables the phase.
+	SpinWait, YieldWait time.Duration
+	// Dir is the directory of the segment file (default /dev/shm, else
+	// os.TempDir()). The file is removed as soon as every rank mapped it.
+	Dir string
+}
+
+// withDefaults fills in the defaults for a host of nlocal ranks.
+func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
+	if o.RingBytes == 0 {
+		o.RingBytes = defaultRingBytes
+		for pairs := nlocal * (nlocal - 1); o.RingBytes > minRingBytes && pairs*o.RingBytes > segmentBudget; {
+			o.RingBytes /= 2
+		}
+	}
+	if o.RingBytes < minRingBytes || o.RingBytes&(o.RingBytes-1) != 0 || o.RingBytes > 1<<30 {
+		return o, fmt.Errorf("comm: transport: SHMOptions.RingBytes %d is not a power of two in [%d, %d]", o.RingBytes, minRingBytes, 1<<30)
+	}
+	if o.ChunkBytes == 0 {
+		o.ChunkBytes = min(defaultChunkBytes, o.RingBytes/4)
+	}
+	if o.ChunkBytes < 1 || o.ChunkBytes > o.RingBytes/4 {
+		return o, fmt.Errorf("comm: transport: SHMOptions.ChunkBytes %d not in [1, RingBytes/4 = %d]", o.ChunkBytes, o.RingBytes/4)
+	}
+	if o.SpinWait == 0 {
+		o.SpinWait = defaultSpinWait
+		if nlocal > runtime.NumCPU() {
+			// Ranks outnumber cores: the peer waited for is often not
+			// running, and spinning only delays it.
+			o.SpinWait = oversubscribedSpinWait
+		}
+	}
+	if o.YieldWait == 0 {
+		o.YieldWait = defaultYieldWait
+	}
+	o.SpinWait, o.YieldWait = max(o.SpinWait, 0), max(o.YieldWait, 0)
+	return o, nil
+}
+
+// shmDirs are the directories tried for segment files, in order.
+func shmDirs(dir string) []string {
+	if dir != "" {
+		return []string{dir}
+	}
+	return []string{"/dev/shm", os.TempDir()}
+}
+
+// shmLayout computes where things are in a segment.
+type shmLayout struct {
+	n         int // local ranks
+	ringBytes int
+}
+
+func (l shmLayout) consBlock(j int) int { return shmPage + j*consBlockSize }
+
+func (l shmLayout) pair(i, j int) int { return i*l.n + j }
+
+func (l shmLayout) ringCtl(i, j int) int {
+	return shmPage + l.n*consBlockSize + l.pair(i, j)*ringCtlSize
+}
+
+func (l shmLayout) ringsStart() int {
+	return roundUp(shmPage+l.n*consBlockSize+l.n*l.n*ringCtlSize, shmPage)
+}
+
+// ring returns the offset of the ring from local i to local j (i != j).
+// Rings are indexed over ordered pairs of distinct ranks.
+func (l shmLayout) ring(i, j int) int {
+	k := i*(l.n-1) + j
+	if j > i {
+		k--
+	}
+	return l.ringsStart() + k*l.ringBytes
+}
+
+func (l shmLayout) size() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
+
+func roundUp(x, to int) int { return (x + to - 1) / to * to }
+
+// word32 and word64 point at an aligned word of a mapping, for sync/atomic.
+func word32(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
+func word64(mem []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&mem[off])) }
+
+// writeSegmentHeader initialises a new segment (the creator does it before
+// publishing the file's name).
+func writeSegmentHeader(mem []byte, l shmLayout, ranks []int) {
+	le := binary.LittleEndian
+	le.PutUint32(mem[8:], shmVersion)
+	le.PutUint32(mem[12:], uint32(l.n))
+	le.PutUint64(mem[16:], uint64(l.ringBytes))
+	le.PutUint64(mem[24:], uint64(l.size()))
+	for i, r := range ranks {
+		le.PutUint32(mem[64+4*i:], uint32(r))
+	}
+	atomic.StoreUint64(word64(mem, 0), shmMagic)
+}
+
+// checkSegmentHeader verifies that a mapped segment is the one described.
+func checkSegmentHeader(mem []byte, l shmLayout, ranks []int) error {
+	le := binary.LittleEndian
+	if m := atomic.LoadUint64(word64(mem, 0)); m != shmMagic {
+		return fmt.Errorf("bad segment magic %#x", m)
+	}
+	if v, n, rb, sz := le.Uint32(mem[8:]), le.Uint32(mem[12:]), le.Uint64(mem[16:]), le.Uint64(mem[24:]); v != shmVersion ||
+		int(n) != l.n || int(rb) != l.ringBytes || int(sz) != l.size() {
+		return fmt.Errorf("segment is version %d, %d ranks, %d-byte rings, %d bytes; want version %d, %d ranks, %d-byte rings, %d bytes",
+			v, n, rb, sz, shmVersion, l.n, l.ringBytes, l.size())
+	}
+	for i, r := range ranks {
+		if got := le.Uint32(mem[64+4*i:]); int(got) != r {
+			return fmt.Errorf("segment lists rank %d at local index %d, want %d", got, i, r)
+		}
+	}
+	return nil
+}
+
+// consumerWords are the words of one rank's consumer block.
+type consumerWords struct {
+	sleepers, wake  *uint32
+	bgAsleep, drain *uint32
+	closed          *uint32
+}
+
+func consumerAt(mem []byte, off int) consumerWords {
+	return consumerWords{
+		sleepers: word32(mem, off),
+		wake:     word32(mem, off+4),
+		bgAsleep: word32(mem, off+cacheLine),
+		drain:    word32(mem, off+cacheLine+4),
+		closed:   word32(mem, off+2*cacheLine),
+	}
+}
+
+// wakePoller wakes the rank's poller if it sleeps or is about to.
+func (c consumerWords) wakePoller() {
+	if atomic.LoadUint32(c.sleepers) != 0 {
+		atomic.AddUint32(c.wake, 1)
+		futexWake(c.wake)
+	}
+}
+
+// ringWords are the control words of one ring.
+type ringWords struct {
+	head    *uint64
+	space   *uint32
+	waiting *uint32
+}
+
+func ringAt(mem []byte, off int) ringWords {
+	return ringWords{head: word64(mem, off), space: word32(mem, off+8), waiting: word32(mem, off+cacheLine)}
+}
+
+// Record header access. d is a ring; off a record's offset in it.
+func recSeq(d []byte, off int) *uint64 { return word64(d, off) }
+
+func recordSpan(n int) int { return recHeader + roundUp(n, cacheLine) }
+
+func putFirstHeader(d []byte, off int, h *Header, total, n int) {
+	le := binary.LittleEndian
+	b := d[off : off+recHeader]
+	b[8] = recFirst
+	le.PutUint32(b[12:], uint32(n))
+	le.PutUint64(b[16:], h.Comm)
+	le.PutUint64(b[24:], h.Seq)
+	le.PutUint64(b[32:], h.Tag)
+	b[40] = byte(h.Sig.Kind)
+	b[41] = byte(h.Sig.DType)
+	b[42] = byte(h.Sig.Op)
+	b[43] = h.Sig.Algo
+	le.PutUint32(b[44:], uint32(h.Sig.Root))
+	le.PutUint64(b[48:], h.Sig.Count)
+	le.PutUint64(b[56:], uint64(total))
+}
+
+func putShortHeader(d []byte, off int, kind byte, n int) {
+	d[off+8] = kind
+	binary.LittleEndian.PutUint32(d[off+12:], uint32(n))
+}
+
+func recKind(d []byte, off int) (kind byte, n int) {
+	return d[off+8], int(binary.LittleEndian.Uint32(d[off+12:]))
+}
+
+func getFirstHeader(d []byte, off int) (h Header, total uint64) {
+	le := binary.LittleEndian
+	b := d[off : off+recHeader]
+	h.Comm = le.Uint64(b[16:])
+	h.Seq = le.Uint64(b[24:])
+	h.Tag = le.Uint64(b[32:])
+	h.Sig.Kind = backend.Kind(b[40])
+	h.Sig.DType = backend.DType(b[41])
+	h.Sig.Op = backend.Op(b[42])
+	h.Sig.Algo = b[43]
+	h.Sig.Root = int32(le.Uint32(b[44:]))
+	h.Sig.Count = le.Uint64(b[48:])
+	return h, le.Uint64(b[56:])
+}
+
+// waitPhase is what a waiting rank does next.
+type waitPhase uint8
+
+const (
+	phaseSpin  waitPhase = iota // poll again at once
+	phaseYield                  // poll after yielding the CPU
+	phaseSleep                  // sleep on a futex until woken
+)
+
+// backoff paces one wait: spin for spinWait, then yield between polls for
+// yieldWait, then sleep. Reset it after progress.
+type backoff struct {
+	spin, yield time.Duration
+	n           int
+	start       time.Time
+	phase       waitPhase
+}
+
+func (b *backoff) reset() { b.n, b.phase = 0, phaseSpin }
+
+// next returns the phase of the next poll.
+func (b *backoff) next() waitPhase {
+	b.n++
+	if b.phase == phaseSleep {
+		return phaseSleep
+	}
+	if b.n == 1 {
+		b.start = time.Now()
+		if b.spin == 0 {
+			b.phase = phaseYield
+		}
+	}
+	if b.n&63 == 0 || b.phase != phaseSpin {
+		switch el := time.Since(b.start); {
+		case el >= b.spin+b.yield:
+			b.phase = phaseSleep
+		case el >= b.spin:
+			b.phase = phaseYield
+		}
+	}
+	return b.phase
+}
+
+// yield gives up the CPU: to other goroutines, and every other call to
+// other threads of any process (ranks may outnumber cores).
+func (b *backoff) yieldCPU() {
+	if b.n&1 == 0 {
+		osYield()
+	} else {
+		runtime.Gosched()
+	}
+}
+
+// sleepOn sleeps on the futex word while it holds val, until a wake, a
+// change of the word, or one of the channels becomes ready (a helper
+// goroutine then wakes the sleeper), at most maxSleep. Nil channels are
+// ignored.
+func sleepOn(word *uint32, val uint32, a, b, c <-chan struct{}) {
+	stop := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		select {
+		case <-a:
+		case <-b:
+		case <-c:
+		case <-stop:
+			return
+		}
+		atomic.AddUint32(word, 1)
+		futexWake(word)
+	}()
+	futexWait(word, val, maxSleep)
+	close(stop)
+	<-exited
+}

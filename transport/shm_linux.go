@@ -1,0 +1,107 @@
+//go:build linux
+
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// shmSupported says whether this platform has shared-memory rings: mmap of
+// a shared file and futexes to sleep on words inside it.
+const shmSupported = true
+
+const (
+	futexWaitOp = 0 // FUTEX_WAIT; not _PRIVATE: the word is shared between processes
+	futexWakeOp = 1 // FUTEX_WAKE
+)
+
+// futexWait sleeps while *addr == val, for at most d; it returns early on
+// a wake, a signal, or when *addr differs.
+func futexWait(addr *uint32, val uint32, d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
+// futexWake wakes every sleeper on addr.
+func futexWake(addr *uint32) {
+	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
+}
+
+// osYield gives the CPU to another runnable thread, of any process.
+func osYield() {
+	syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+}
+
+// createSegment creates a new file of size bytes named name in the first
+// usable directory and maps it shared. The caller unlinks the file.
+func createSegment(dir, name string, size int) (mem []byte, path string, err error) {
+	var errs []error
+	for _, d := range shmDirs(dir) {
+		path = filepath.Join(d, name)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		mem, err = mapFile(f, size, true)
+		f.Close()
+		if err != nil {
+			os.Remove(path)
+			errs = append(errs, err)
+			continue
+		}
+		return mem, path, nil
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+// openSegment maps the existing segment file at path, which must be size
+// bytes long.
+func openSegment(path string, size int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return mapFile(f, size, false)
+}
+
+func mapFile(f *os.File, size int, create bool) ([]byte, error) {
+	if create {
+		if err := f.Truncate(int64(size)); err != nil {
+			return nil, err
+		}
+	} else {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if st.Size() != int64(size) {
+			return nil, fmt.Errorf("%s is %d bytes, want %d", f.Name(), st.Size(), size)
+		}
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", f.Name(), err)
+	}
+	return mem, nil
+}
+
+func unmapSegment(mem []byte) error { return syscall.Munmap(mem) }
+
+// bootID is the kernel's boot id: it tells hosts (and reboots) apart
+// where host names may repeat.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

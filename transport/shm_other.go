@@ -1,0 +1,20 @@
+//go:build !linux
+
+package transport
+
+import (
+	"time"
+)
+
+// shmSupported says whether this platform has shared-memory rings. Without
+// futexes it has not: every peer is reached over TCP.
+const shmSupported = false
+
+func futexWait(addr *uint32, val uint32, d time.Duration) { time.Sleep(min(d, 50*time.Microsecond)) }
+func futexWake(addr *uint32)                              {}
+func osYield()                                            {}
+
+func createSegment(dir, name string, size int) ([]byte, string, error) { return nil, "", errNoSHMHere }
+func openSegment(path string, size int) ([]byte, error)                { return nil, errNoSHMHere }
+func unmapSegment(mem []byte) error                                    { return nil }
+func bootID() string                                                   { return "" }

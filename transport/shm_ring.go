@@ -1,0 +1,465 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// ringOut is this rank's producing end of the ring to one peer on its host.
+type ringOut struct {
+	peer int
+	d    []byte        // the ring's records
+	ctl  ringWords     // the ring's control words
+	cons consumerWords // the peer's consumer block
+	// lock is held while a whole message is written, so records of
+	// different messages never interleave.
+	lock sendLock
+
+	// Guarded by lock.
+	tail     uint64 // bytes published
+	seenHead uint64 // the consumer's head when last read
+}
+
+// ringIn is this rank's consuming end of the ring from one peer. Only the
+// goroutine holding the endpoint's poller role touches it.
+type ringIn struct {
+	peer int
+	d    []byte
+	ctl  ringWords
+	next uint64   // bytes consumed
+	cur  inStream // the message being taken in, if any
+	bye  bool     // the goodbye was consumed: nothing follows
+	dead bool     // the ring broke its protocol and is ignored
+}
+
+// inStream is a message taken in record by record; it mirrors what a TCP
+// reader does for a message arriving in fragments.
+type inStream struct {
+	active     bool
+	h          Header
+	total, got int
+	what       arrival
+	r          *recvOp      // arriveDirect: the receive being written into
+	im         *inflightMsg // arriveQueue: the in-flight entry a receive may claim
+	data       []byte       // arriveQueue: payload so far
+}
+
+// sendLock is a lock whose waits can be cancelled: an atomic flag when
+// uncontended, a channel to wait on when not.
+type sendLock struct {
+	held    atomic.Int32
+	waiters atomic.Int32
+	wake    chan struct{} // capacity 1: the lock was released
+}
+
+func newSendLock() sendLock { return sendLock{wake: make(chan struct{}, 1)} }
+
+// lock takes the lock, or returns ctx's error, or errRingFailed once
+// failed is closed (a nil failed never is).
+func (l *sendLock) lock(ctx context.Context, failed <-chan struct{}) error {
+	if l.held.CompareAndSwap(0, 1) {
+		return nil
+	}
+	l.waiters.Add(1)
+	defer func() {
+		l.waiters.Add(-1)
+		if l.held.Load() == 0 && l.waiters.Load() > 0 {
+			l.signal() // pass on a wake this waiter may have taken
+		}
+	}()
+	for {
+		if l.held.CompareAndSwap(0, 1) {
+			return nil
+		}
+		select {
+		case <-l.wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-failed:
+			return errRingFailed
+		}
+	}
+}
+
+func (l *sendLock) unlock() {
+	l.held.Store(0)
+	if l.waiters.Load() > 0 {
+		l.signal()
+	}
+}
+
+func (l *sendLock) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Errors of ring waits; the endpoint turns them into its public errors.
+var (
+	errRingFailed     = errors.New("endpoint failed")
+	errRingPeerClosed = errors.New("peer closed")
+)
+
+// ---- producing ----
+
+// writeMessage appends one message to o; the caller holds o.lock. It
+// returns how many records it published: more than zero with an error
+// means the message is half-written.
+func (e *Hybrid) writeMessage(ctx context.Context, o *ringOut, h *Header, payload []byte) (published int, err error) {
+	total, done := len(payload), 0
+	for {
+		n := min(e.chunk, total-done)
+		off, err := e.reserve(ctx, o, recordSpan(n), true)
+		if err != nil {
+			return published, err
+		}
+		if published == 0 {
+			putFirstHeader(o.d, off, h, total, n)
+		} else {
+			putShortHeader(o.d, off, recMore, n)
+		}
+		copy(o.d[off+recHeader:off+recHeader+n], payload[done:done+n])
+		o.publish(off, recordSpan(n))
+		published++
+		done += n
+		if done == total {
+			return published, nil
+		}
+	}
+}
+
+// publish makes the record at off (span bytes) visible and wakes the
+// consumer if it sleeps.
+func (o *ringOut) publish(off, span int) {
+	atomic.StoreUint64(recSeq(o.d, off), o.tail+1)
+	o.tail += uint64(span)
+	o.cons.wakePoller()
+}
+
+// reserve waits until a record of span bytes fits at the ring's tail
+// (padding out the lap's end first if it does not fit there) and returns
+// its offset. With failFast it gives up when the endpoint fails.
+func (e *Hybrid) reserve(ctx context.Context, o *ringOut, span int, failFast bool) (int, error) {
+	size := len(o.d)
+	off := int(o.tail % uint64(size))
+	if off+span > size {
+		pad := size - off
+		if err := e.waitRoom(ctx, o, pad, failFast); err != nil {
+			return 0, err
+		}
+		putShortHeader(o.d, off, recPad, 0)
+		atomic.StoreUint64(recSeq(o.d, off), o.tail+1)
+		o.tail += uint64(pad)
+		off = 0
+	}
+	return off, e.waitRoom(ctx, o, span, failFast)
+}
+
+func (o *ringOut) fits(span int) bool {
+	return o.tail+uint64(span)-o.seenHead <= uint64(len(o.d))
+}
+
+// waitRoom waits until span more bytes fit in the ring: spinning, then
+// yielding, then asking the consumer's drainer to empty the ring and
+// sleeping until the consumer frees room.
+func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bool) error {
+	if o.fits(span) {
+		return nil
+	}
+	o.seenHead = atomic.LoadUint64(o.ctl.head)
+	if o.fits(span) {
+		return nil
+	}
+	failed := e.mb.failedCh
+	if !failFast {
+		failed = nil
+	}
+	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-failed:
+			return errRingFailed
+		default:
+		}
+		if atomic.LoadUint32(o.cons.closed) != 0 {
+			return errRingPeerClosed
+		}
+		switch bo.next() {
+		case phaseYield:
+			bo.yieldCPU()
+		case phaseSleep:
+			atomic.StoreUint32(o.ctl.waiting, 1)
+			v := atomic.LoadUint32(o.ctl.space)
+			// Nobody may be polling the ring: wake the peer's drainer.
+			atomic.AddUint32(o.cons.drain, 1)
+			if atomic.LoadUint32(o.cons.bgAsleep) != 0 {
+				futexWake(o.cons.drain)
+			}
+			o.seenHead = atomic.LoadUint64(o.ctl.head)
+			if !o.fits(span) && atomic.LoadUint32(o.cons.closed) == 0 {
+				sleepOn(o.ctl.space, v, ctx.Done(), failed, nil)
+			}
+			atomic.StoreUint32(o.ctl.waiting, 0)
+		}
+		o.seenHead = atomic.LoadUint64(o.ctl.head)
+		if o.fits(span) {
+			return nil
+		}
+	}
+}
+
+// ---- consuming ----
+
+// drainBudget bounds the records taken from one ring per pass, so that
+// one busy ring does not starve the others.
+const drainBudget = 64
+
+// drain moves what the inbound rings hold into the mailbox: matched
+// messages straight into their receives' buffers, others into the
+// unexpected queue. The caller holds the poller role. It returns the
+// number of records consumed (and stopped streams released).
+func (e *Hybrid) drain() int {
+	failed := isClosed(e.mb.failedCh)
+	n := 0
+	for _, in := range e.ins {
+		if failed && in.cur.active && in.cur.what != arriveDrop {
+			e.dropStream(in)
+		}
+		n += e.drainRing(in)
+	}
+	return n
+}
+
+func (e *Hybrid) drainRing(in *ringIn) int {
+	if in.dead || in.bye {
+		return 0
+	}
+	n := 0
+	if in.cur.what == arriveDirect && in.cur.r.stop.Load() {
+		e.unclaim(in)
+		n++
+	}
+	size := len(in.d)
+	for range drainBudget {
+		off := int(in.next % uint64(size))
+		if atomic.LoadUint64(recSeq(in.d, off)) != in.next+1 {
+			break
+		}
+		kind, ln := recKind(in.d, off)
+		span := recordSpan(ln)
+		if kind == recPad {
+			span = size - off
+		}
+		var err error
+		switch {
+		case off+span > size:
+			err = fmt.Errorf("%d-byte record at offset %d overruns the %d-byte ring", ln, off, size)
+		case kind == recFirst:
+			err = e.onFirst(in, off, ln)
+		case kind == recMore:
+			err = e.onMore(in, off, ln)
+		case kind == recGoodbye && !in.cur.active:
+			in.bye = true
+		case kind == recGoodbye:
+			err = fmt.Errorf("rank %d closed its endpoint in the middle of a %d-byte message", in.peer, in.cur.total)
+		case kind == recPad:
+		default:
+			err = fmt.Errorf("unknown record kind %d", kind)
+		}
+		if err != nil {
+			e.ringBroken(in, err)
+			return n
+		}
+		e.freeRecord(in, span)
+		n++
+		if in.bye {
+			e.mb.peerGoneInOrder(in.peer)
+			break
+		}
+	}
+	return n
+}
+
+// ready reports whether a pass of drain would find something to do.
+func (e *Hybrid) ready() bool {
+	for _, in := range e.ins {
+		if in.dead || in.bye {
+			continue
+		}
+		if atomic.LoadUint64(recSeq(in.d, int(in.next%uint64(len(in.d))))) == in.next+1 {
+			return true
+		}
+		if in.cur.what == arriveDirect && in.cur.r.stop.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// streaming reports whether some message is partly taken in.
+func (e *Hybrid) streaming() bool {
+	for _, in := range e.ins {
+		if in.cur.active {
+			return true
+		}
+	}
+	return false
+}
+
+// producerWaiting reports whether a peer waits for room in a ring to this
+// rank.
+func (e *Hybrid) producerWaiting() bool {
+	for _, in := range e.ins {
+		if atomic.LoadUint32(in.ctl.waiting) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
+	if in.cur.active {
+		return fmt.Errorf("a message starts inside a %d-byte message", in.cur.total)
+	}
+	h, total64 := getFirstHeader(in.d, off)
+	if total64 > maxMessage || total64 > uint64(maxInt) || uint64(ln) > total64 || (ln == 0 && total64 != 0) || ln > len(in.d) {
+		return fmt.Errorf("bad first record: %d of %d bytes", ln, total64)
+	}
+	total := int(total64)
+	piece := in.d[off+recHeader : off+recHeader+ln]
+	if ln == total {
+		r, what := e.mb.arrive(in.peer, h, total)
+		switch what {
+		case arriveDirect:
+			copy(r.buf, piece)
+			e.mb.complete(r)
+		case arriveQueue:
+			e.mb.deliver(in.peer, h, append([]byte(nil), piece...))
+		}
+		return nil
+	}
+	r, im, what := e.mb.arriveStream(in.peer, h, total)
+	in.cur = inStream{active: true, h: h, total: total, what: what, r: r, im: im}
+	if what == arriveQueue {
+		in.cur.data = make([]byte, 0, min(total, readChunk))
+	}
+	e.onPiece(in, piece)
+	return nil
+}
+
+func (e *Hybrid) onMore(in *ringIn, off, ln int) error {
+	s := &in.cur
+	if !s.active || ln == 0 || ln > s.total-s.got {
+		return fmt.Errorf("bad continuation record of %d bytes (message active %v, %d of %d bytes)", ln, s.active, s.got, s.total)
+	}
+	e.onPiece(in, in.d[off+recHeader:off+recHeader+ln])
+	return nil
+}
+
+// onPiece takes the next piece of the current message: into the claimed
+// receive's buffer, the in-flight buffer (switching to a receive that
+// claimed it meanwhile), or nowhere.
+func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
+	s := &in.cur
+	switch s.what {
+	case arriveDirect:
+		if s.r.stop.Load() {
+			e.unclaim(in)
+		}
+	case arriveQueue:
+		if s.im != nil && s.im.handoff.Load() {
+			r := e.mb.takeHandoff(s.im)
+			copy(r.buf, s.data)
+			s.r, s.im, s.data, s.what = r, nil, nil, arriveDirect
+		}
+	}
+	switch s.what {
+	case arriveDirect:
+		copy(s.r.buf[s.got:], piece)
+	case arriveQueue:
+		s.data = appendGrow(s.data, piece, s.total)
+	}
+	s.got += len(piece)
+	if s.got < s.total {
+		return
+	}
+	switch s.what {
+	case arriveDirect:
+		e.mb.complete(s.r)
+	case arriveQueue:
+		if s.im != nil {
+			e.mb.deliverInflight(s.im, s.data)
+		} else {
+			e.mb.deliver(in.peer, s.h, s.data)
+		}
+	}
+	in.cur = inStream{}
+}
+
+// appendGrow appends p to data, growing it in bounded steps (never past
+// total) as pieces arrive, not by what a header announced.
+func appendGrow(data, p []byte, total int) []byte {
+	if cap(data)-len(data) < len(p) {
+		grown := make([]byte, len(data), min(max(2*cap(data), len(data)+len(p)), total))
+		copy(grown, data)
+		data = grown
+	}
+	return append(data, p...)
+}
+
+// unclaim gives back the buffer of a claimed receive whose stop is set
+// (its ctx ended, or the endpoint failed): what arrived so far moves to a
+// fresh buffer and the rest of the message is queued as if it had arrived
+// unexpected (or dropped if the endpoint failed).
+func (e *Hybrid) unclaim(in *ringIn) {
+	s := &in.cur
+	r := s.r
+	if isClosed(e.mb.failedCh) {
+		s.what = arriveDrop
+	} else {
+		s.data = append(make([]byte, 0, max(s.got, min(s.total, readChunk))), r.buf[:s.got]...)
+		s.what = arriveQueue
+	}
+	s.r = nil
+	e.mb.abandon(r)
+}
+
+// dropStream ends the current message of a ring after the endpoint
+// failed: its receive or in-flight entry is released, the rest dropped.
+func (e *Hybrid) dropStream(in *ringIn) {
+	s := &in.cur
+	switch s.what {
+	case arriveDirect:
+		e.mb.abandon(s.r)
+	case arriveQueue:
+		if s.im != nil {
+			e.mb.dropInflight(s.im)
+		}
+	}
+	s.r, s.im, s.data, s.what = nil, nil, nil, arriveDrop
+}
+
+// ringBroken handles a ring that broke the record protocol, which only a
+// corrupted or hostile peer does: the peer counts as lost, as a TCP peer
+// sending a malformed frame does.
+func (e *Hybrid) ringBroken(in *ringIn, err error) {
+	in.dead = true
+	e.t.connLost(e.t.conns[in.peer], fmt.Errorf("%w: shared-memory ring: %v", ErrPeerLost, err))
+	if in.cur.active && in.cur.what != arriveDrop {
+		e.dropStream(in)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
