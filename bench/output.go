@@ -217,11 +217,3 @@ func opsOf(results []Result) []Op {
 	}
 	return ops
 }
-
-// padRight pads s with spaces to width w.
-func padRight(s string, w int) string {
-	if len(s) >= w {
-		return s
-	}
-	return s + strings.Repeat(" ", w-len(s))
-}

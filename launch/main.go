@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/gocomm/comm/profile"
 )
 
 // Usage is commrun's synopsis.
@@ -43,6 +46,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop every rank and fail after this long, e.g. 10m (default: no limit)")
 	fs.DurationVar(&cfg.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.IntVar(&cfg.TailLines, "tail", DefaultTailLines, "lines of a failed rank's output to repeat in the summary")
+	var profiling bool
+	var traceDir string
+	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Comm.LogSummary")
+	fs.StringVar(&traceDir, "trace-dir", "", "with the logger on, every rank writes a Chrome/Perfetto trace here (GOCOMM_TRACE_DIR); commrun merges them at the end")
 	// torchrun's spellings.
 	fs.IntVar(&cfg.NProcs, "nproc_per_node", 0, "same as -n")
 	fs.IntVar(&cfg.NodeRank, "node_rank", 0, "same as --node-rank")
@@ -68,7 +75,29 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 		cfg.Program, cfg.Args = rest[0], rest[1:]
 	}
 	cfg.Stdout, cfg.Stderr, cfg.Signals = stdout, stderr, signals
+	if profiling || traceDir != "" {
+		cfg.Env = append(os.Environ(), "GOCOMM_PROFILE=1")
+		if traceDir != "" {
+			abs, err := filepath.Abs(traceDir)
+			if err == nil {
+				err = os.MkdirAll(abs, 0o755)
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "commrun: --trace-dir: %v\n", err)
+				return 2
+			}
+			traceDir = abs
+			cfg.Env = append(cfg.Env, "GOCOMM_TRACE_DIR="+abs)
+		}
+	}
 	err := Run(ctx, cfg)
+	if traceDir != "" {
+		if merged, merr := profile.MergeTraceDir(traceDir); merr != nil {
+			fmt.Fprintf(stderr, "commrun: merging the traces in %s: %v\n", traceDir, merr)
+		} else {
+			fmt.Fprintf(stderr, "commrun: merged trace (open in https://ui.perfetto.dev): %s\n", merged)
+		}
+	}
 	if err == nil {
 		return 0
 	}

@@ -12,7 +12,9 @@
 // commrun, torchrun or mpirun it joins their world. "commbench compare"
 // runs the same sweep for gocomm, Open MPI and torch.distributed's gloo
 // side by side and prints the ratios. Run commbench -h (and commbench
-// compare -h) for every flag; the logic is package bench.
+// compare -h) for every flag; the logic is package bench. Built with
+// -tags mpi (and cgo), --backend mpi measures gocomm's MPI backend under
+// mpirun.
 package main
 
 import (
@@ -22,6 +24,9 @@ import (
 	"syscall"
 
 	"github.com/gocomm/comm/bench"
+	// The mpi backend: a pure-Go stub that says how to get it, unless
+	// built with -tags mpi (then: mpirun -np 2 commbench --backend mpi).
+	_ "github.com/gocomm/comm/backend/mpi"
 )
 
 func main() {

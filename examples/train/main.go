@@ -38,6 +38,8 @@ func main() {
 	flag.IntVar(&cfg.samples, "samples", cfg.samples, "training samples (plus a quarter as many for testing)")
 	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "seed of the data set and the initial weights")
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "bound of the rendezvous and of every collective")
+	flag.BoolVar(&cfg.profile, "profile", cfg.profile, "comms logger: print its summary and straggler report at the end")
+	flag.StringVar(&cfg.traceDir, "trace-dir", "", "with -profile: write a Chrome/Perfetto trace per rank here (merge with commtrace)")
 	flag.Parse()
 	os.Exit(run(context.Background(), cfg, os.Stdout, os.Stderr))
 }

@@ -8,10 +8,12 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/launch"
+	"github.com/gocomm/comm/profile"
 )
 
 // config is the example's command line.
@@ -24,10 +26,14 @@ type config struct {
 	samples int           // training samples (the test set is a quarter of it)
 	seed    uint64        // data and initial weights
 	timeout time.Duration // bound of Init and of every collective
+	// profile switches the comms logger on (summary table and straggler
+	// report at the end); traceDir also writes a Perfetto trace per rank.
+	profile  bool
+	traceDir string
 }
 
 func defaultConfig() config {
-	return config{procs: 4, epochs: 5, batch: 32, lr: 0.05, hidden: 64, samples: 8192, seed: 1, timeout: 2 * time.Minute}
+	return config{procs: 4, epochs: 5, batch: 32, lr: 0.05, hidden: 64, samples: 8192, seed: 1, timeout: 2 * time.Minute, profile: true}
 }
 
 const (
@@ -51,7 +57,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	c, err := comm.Init(ctx, comm.Options{Timeout: cfg.timeout})
+	prof := &profile.Config{Enabled: cfg.profile, TraceDir: cfg.traceDir}
+	if prof.TraceDir == "" {
+		prof.TraceDir = os.Getenv("GOCOMM_TRACE_DIR") // commrun --trace-dir
+	}
+	c, err := comm.Init(ctx, comm.Options{Timeout: cfg.timeout, Profile: prof})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -259,41 +269,6 @@ func checksum(p []float32) uint64 {
 	return h.Sum64()
 }
 
-// commStats times the example's collectives (a small stand-in for the
-// comms logger).
-type commStats struct {
-	calls map[string]int
-	bytes map[string]int
-	total map[string]time.Duration
-	order []string
-}
-
-func (s *commStats) timed(name string, bytes int, f func() error) error {
-	if s.calls == nil {
-		s.calls, s.bytes, s.total = map[string]int{}, map[string]int{}, map[string]time.Duration{}
-	}
-	if _, ok := s.calls[name]; !ok {
-		s.order = append(s.order, name)
-	}
-	t := time.Now()
-	err := f()
-	s.calls[name]++
-	s.bytes[name] += bytes
-	s.total[name] += time.Since(t)
-	return err
-}
-
-func (s *commStats) print(w io.Writer) {
-	fmt.Fprintf(w, "%-22s %7s %10s %11s %11s %9s\n", "comms (rank 0)", "calls", "bytes/call", "total", "mean", "algbw")
-	for _, name := range s.order {
-		n, tot := s.calls[name], s.total[name]
-		per := s.bytes[name] / n
-		mean := tot / time.Duration(n)
-		bw := float64(s.bytes[name]) / tot.Seconds() / 1e9
-		fmt.Fprintf(w, "%-22s %7d %10d %11v %11v %6.3f GB/s\n", name, n, per, tot.Round(time.Microsecond), mean.Round(time.Microsecond), bw)
-	}
-}
-
 // result is what train reports.
 type result struct {
 	loss, accuracy float64 // last epoch's training loss and the test accuracy
@@ -318,12 +293,11 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		return result{}, fmt.Errorf("%d samples on %d ranks leave fewer than one batch of %d per rank: use more -samples or a smaller -batch", cfg.samples, size, cfg.batch)
 	}
 	m := newModel(cfg.hidden)
-	var stats commStats
 	if rank == 0 {
 		m.init(cfg.seed)
 	}
 	// Rank 0's initial weights reach everyone.
-	if err := stats.timed("broadcast", 4*len(m.params), func() error { return comm.Broadcast(ctx, c, m.params, 0) }); err != nil {
+	if err := comm.Broadcast(comm.WithLogName(ctx, "broadcast"), c, m.params, 0); err != nil {
 		return result{}, fmt.Errorf("broadcasting the initial weights: %w", err)
 	}
 	launcher := "none"
@@ -333,6 +307,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	say("train: %d ranks (launcher: %s), %d parameters, %d training samples (%d per rank), %d steps of %d x %d per epoch",
 		size, launcher, len(m.params), trainSet.len(), perRank, steps, size, cfg.batch)
 
+	gradCtx := comm.WithLogName(ctx, "all_reduce(avg) grads")
 	grad := make([]float32, len(m.params))
 	velocity := make([]float32, len(m.params))
 	const momentum = 0.9
@@ -360,7 +335,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 				}
 				m.backward(x, trainSet.y[i], scale, grad)
 			}
-			if err := stats.timed("all_reduce(avg) grads", 4*len(grad), func() error { return comm.AllReduce(ctx, c, grad, grad, comm.Avg) }); err != nil {
+			if err := comm.AllReduce(gradCtx, c, grad, grad, comm.Avg); err != nil {
 				return result{}, fmt.Errorf("epoch %d step %d: gradient all-reduce: %w", epoch, s, err)
 			}
 			for i, g := range grad {
@@ -369,7 +344,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 			}
 		}
 		sums := []float64{lossSum, correct, float64(steps * cfg.batch)}
-		if err := stats.timed("all_reduce(sum) stats", 8*len(sums), func() error { return comm.AllReduce(ctx, c, sums, sums, comm.Sum) }); err != nil {
+		if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
 			return result{}, fmt.Errorf("epoch %d: metrics all-reduce: %w", epoch, err)
 		}
 		d := time.Since(start)
@@ -391,7 +366,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		testN++
 	}
 	sums := []float64{testCorrect, testN}
-	if err := stats.timed("all_reduce(sum) stats", 16, func() error { return comm.AllReduce(ctx, c, sums, sums, comm.Sum) }); err != nil {
+	if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
 		return result{}, fmt.Errorf("test metrics all-reduce: %w", err)
 	}
 	res.accuracy = sums[0] / sums[1]
@@ -399,7 +374,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	// Every rank must end with the same parameters.
 	res.checksum = checksum(m.params)
 	all := make([]uint64, size)
-	if err := stats.timed("all_gather checksums", 8, func() error { return comm.AllGather(ctx, c, []uint64{res.checksum}, all) }); err != nil {
+	if err := comm.AllGather(comm.WithLogName(ctx, "all_gather checksums"), c, []uint64{res.checksum}, all); err != nil {
 		return result{}, fmt.Errorf("gathering parameter checksums: %w", err)
 	}
 	for r, sum := range all {
@@ -408,8 +383,10 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		}
 	}
 	say("parameters identical on all %d ranks", size)
-	if rank == 0 {
-		stats.print(out)
+	// The comms logger's table (and trace file), when profiling is on; a
+	// collective, so every rank calls it and rank 0 prints.
+	if err := c.LogSummary(ctx, out, true); err != nil {
+		return res, fmt.Errorf("comms summary: %w", err)
 	}
 	say("train: done: %d ranks, %d epochs, loss %.4f, test accuracy %.2f%%, %.0f samples/s, parameter checksum %016x",
 		size, cfg.epochs, res.loss, 100*res.accuracy, res.samplesPerSec, res.checksum)
