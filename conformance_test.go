@@ -117,6 +117,9 @@ var algorithmSweeps = []struct {
 		ReduceScatter: algo.Tree, Gather: algo.Tree, Scatter: algo.Tree, Barrier: algo.Tree}},
 	{"linear", backend.Algorithms{Reduce: algo.Linear, Broadcast: algo.Linear, Gather: algo.Linear, Scatter: algo.Linear, AllToAll: algo.Linear}},
 	{"pairwise", backend.Algorithms{AllToAll: algo.Pairwise}},
+	// Hierarchical where the world spans several hosts (the hybrid factory
+	// simulates two); elsewhere it falls back to the flat cost model.
+	{"hierarchical", backend.Algorithms{AllReduce: algo.Hierarchical, Broadcast: algo.Hierarchical}},
 }
 
 // TestConformance runs the conformance suite on every transport, world sizes

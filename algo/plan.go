@@ -18,11 +18,17 @@ const (
 	Tree
 	Pairwise
 	Linear
+	// Hierarchical is not a plan of this package: the engine composes it
+	// from plans on sub-communicators (inside each host, then between one
+	// leader per host, then inside each host again). Plan functions refuse
+	// it.
+	Hierarchical
 )
 
 var algorithmNames = [...]string{
 	Auto: "auto", Ring: "ring", RecursiveDoubling: "recursive-doubling",
 	HalvingDoubling: "halving-doubling", Tree: "tree", Pairwise: "pairwise", Linear: "linear",
+	Hierarchical: "hierarchical",
 }
 
 func (a Algorithm) String() string {
@@ -48,7 +54,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return Algorithm(i), nil
 		}
 	}
-	return Auto, fmt.Errorf("algo: unknown algorithm %q (want one of auto, ring, recursive-doubling, halving-doubling, tree, pairwise, linear)", s)
+	return Auto, fmt.Errorf("algo: unknown algorithm %q (want one of auto, ring, recursive-doubling, halving-doubling, tree, pairwise, linear, hierarchical)", s)
 }
 
 // Set implements flag.Value.

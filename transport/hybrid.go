@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,9 +96,10 @@ type Hybrid struct {
 	shmErr error         // why this host fell back to TCP, if it did
 
 	// The poller role: one goroutine at a time drains the inbound rings.
-	role    atomic.Int32
-	waiters atomic.Int32  // receives wanting the role
-	handoff chan struct{} // a released role, for a waiting receive
+	role      atomic.Int32
+	waiters   atomic.Int32  // receives wanting the role
+	handoff   chan struct{} // a released role, for a waiting receive
+	completed int           // receives completed by pollers; guarded by the role
 
 	// mapMu is held shared by every operation that touches the mapping;
 	// Close takes it to unmap.
@@ -113,7 +115,19 @@ type Hybrid struct {
 	closedCh chan struct{}
 }
 
-var _ Endpoint = (*Hybrid)(nil)
+// HostTopology is implemented by endpoints that know which ranks share a
+// host, for hierarchical collectives (inside each host, then between
+// hosts).
+type HostTopology interface {
+	// HostOf returns the host index of a world rank: ranks with the same
+	// index share a host; hosts are numbered in order of their lowest rank.
+	HostOf(rank int) int
+}
+
+var (
+	_ Endpoint     = (*Hybrid)(nil)
+	_ HostTopology = (*Hybrid)(nil)
+)
 
 // ConnectHybrid joins the world described by opts: it publishes this
 // rank's host identity in store (under Prefix+"/host/<rank>"), connects
@@ -377,7 +391,7 @@ func (e *Hybrid) recvDirect(ctx context.Context, peer int, h *Header, buf []byte
 		for _, in := range e.ins {
 			if mine != nil && in != mine {
 				// Not the receive's peer: its records go to the mailbox.
-				if e.drainRing(in) > 0 {
+				if e.drainRing(in, nil) > 0 {
 					progress = true
 				}
 				continue
@@ -503,9 +517,16 @@ func (e *Hybrid) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool, bo *
 		ctxDone = nil
 	}
 	for {
-		progress := e.drain() > 0
+		completed := e.completed
+		progress := e.drainUntil(r) > 0
 		if isClosed(r.done) {
 			return false
+		}
+		if e.completed != completed {
+			// Another receive is done: let its goroutine (queued on this
+			// thread) run now, so that it posts its next receive before
+			// that message arrives and must be set aside.
+			runtime.Gosched()
 		}
 		if isClosed(ctxDone) {
 			ctxDone, *cancelled = nil, true

@@ -223,19 +223,25 @@ const drainBudget = 64
 // messages straight into their receives' buffers, others into the
 // unexpected queue. The caller holds the poller role. It returns the
 // number of records consumed (and stopped streams released).
-func (e *Hybrid) drain() int {
+func (e *Hybrid) drain() int { return e.drainUntil(nil) }
+
+// drainUntil is drain for a poller waiting for the receive until: once
+// until is done it starts no new message, so that a message nobody waits
+// for yet stays in its ring for a receive about to be posted (it would
+// otherwise be copied into a fresh buffer and again out of it).
+func (e *Hybrid) drainUntil(until *recvOp) int {
 	failed := isClosed(e.mb.failedCh)
 	n := 0
 	for _, in := range e.ins {
 		if failed && in.cur.active && in.cur.what != arriveDrop {
 			e.dropStream(in)
 		}
-		n += e.drainRing(in)
+		n += e.drainRing(in, until)
 	}
 	return n
 }
 
-func (e *Hybrid) drainRing(in *ringIn) int {
+func (e *Hybrid) drainRing(in *ringIn, until *recvOp) int {
 	if in.dead || in.bye {
 		return 0
 	}
@@ -251,6 +257,9 @@ func (e *Hybrid) drainRing(in *ringIn) int {
 			break
 		}
 		kind, ln := recKind(in.d, off)
+		if kind == recFirst && until != nil && isClosed(until.done) {
+			break
+		}
 		span := recordSpan(ln)
 		if kind == recPad {
 			span = size - off
@@ -338,6 +347,7 @@ func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
 		case arriveDirect:
 			copy(r.buf, piece)
 			e.mb.complete(r)
+			e.completed++
 		case arriveQueue:
 			e.mb.deliver(in.peer, h, append([]byte(nil), piece...))
 		}
@@ -391,6 +401,7 @@ func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
 	switch s.what {
 	case arriveDirect:
 		e.mb.complete(s.r)
+		e.completed++
 	case arriveQueue:
 		if s.im != nil {
 			e.mb.deliverInflight(s.im, s.data)

@@ -46,14 +46,11 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 		ListenHost: cfg.ListenHost,
 		Secret:     cfg.Secret,
 	}
-	var ep transport.Endpoint
-	if mode == transport.TransportTCP {
-		ep, err = transport.ConnectTCP(ctx, cfg.Store, tcp)
-	} else {
-		ep, err = transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
-			TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: mode,
-		})
-	}
+	// Even over TCP alone the hybrid endpoint knows which ranks share a
+	// host (transport.HostTopology).
+	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
+		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: mode,
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +72,9 @@ type Comm struct {
 	world   *Comm // nil for the world itself
 
 	// pool is used through the world's Comm (root()); plans are per communicator.
-	pool  bufPool
-	plans planCache
+	pool     bufPool
+	plans    planCache
+	topology topologyOnce
 
 	mu     sync.Mutex // protects closed
 	closed bool
@@ -202,6 +200,21 @@ func (c *Comm) commRank(world int) int {
 // plan and copies the result where the caller wants it.
 func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	a := c.choose(req)
+	if a == algo.Hierarchical || (a == algo.Auto && hierarchicalKind(req.Kind)) {
+		t, err := c.topo(ctx)
+		if err != nil {
+			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+		}
+		if t != nil && t.useful && hierarchicalKind(req.Kind) {
+			req.Used = algo.Hierarchical
+			if req.Kind == backend.KindAllReduce {
+				return c.hierarchicalAllReduce(ctx, t, req)
+			}
+			return c.hierarchicalBroadcast(ctx, t, req)
+		}
+		// One host (or no topology): the flat cost model.
+		a = c.flatChoice(req)
+	}
 	req.Used = a
 	e := c.newExecution(req, a)
 	es := req.DType.Size()
@@ -368,6 +381,20 @@ func (c *Comm) choose(req *backend.Request) algo.Algorithm {
 	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto {
 		return a
 	}
+	if hierarchicalKind(req.Kind) && c.maybeHierarchical() {
+		return algo.Auto // collective asks the topology
+	}
+	return c.flatChoice(req)
+}
+
+// flatChoice is the cost model for schedules over the whole communicator.
+func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
+	if req.Algorithm != algo.Auto && req.Algorithm != algo.Hierarchical {
+		return req.Algorithm
+	}
+	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto && a != algo.Hierarchical {
+		return a
+	}
 	bytes := max(len(req.Send), len(req.Recv))
 	switch req.Kind {
 	case backend.KindAllReduce:
@@ -405,6 +432,27 @@ func (c *Comm) choose(req *backend.Request) algo.Algorithm {
 		return algo.RecursiveDoubling
 	}
 	return algo.Auto
+}
+
+// hierarchicalKind reports whether the engine has a hierarchical form of k.
+func hierarchicalKind(k backend.Kind) bool {
+	return k == backend.KindAllReduce || k == backend.KindBroadcast
+}
+
+// maybeHierarchical reports whether c's endpoint can tell hosts apart and
+// c spans several of them (the topology decides the rest).
+func (c *Comm) maybeHierarchical() bool {
+	ht, ok := c.ep.(transport.HostTopology)
+	if !ok || c.size < 3 {
+		return false
+	}
+	first := ht.HostOf(c.members[0])
+	for _, w := range c.members[1:] {
+		if ht.HostOf(w) != first {
+			return true
+		}
+	}
+	return false
 }
 
 // monitoredBarrier: every rank reports to rank 0, which waits up to
