@@ -46,6 +46,14 @@ type Options struct {
 	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
 	// must use the same one.
 	Secret []byte
+	// Transport is how the native backend reaches peers: "" or "auto"
+	// (shared memory on one host, TCP between hosts), "tcp" or "shm"
+	// (GOCOMM_TRANSPORT).
+	Transport string
+	// HostID replaces the detected host identity (hostname and boot id):
+	// ranks with equal ids share memory. Tests use it to simulate several
+	// hosts on one machine (GOCOMM_HOST_ID).
+	HostID string
 	// ListenHost is the host data connections bind to and publish
 	// (GOCOMM_SOCKET_HOST); "" lets the backend choose.
 	ListenHost string
@@ -118,6 +126,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		LocalRank: cfg.localRank, LocalSize: cfg.localSize,
 		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
 		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
+		Transport: cfg.transport,
 	}
 	be, err := backend.Open(ctx, cfg.backend, bcfg)
 	if err != nil {

@@ -32,7 +32,7 @@ func factories() []worldFactory {
 			return w
 		}},
 		{"tcp", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
-			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs})
+			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Transport: "tcp"})
 		}},
 		// Shared memory between all ranks; and two simulated hosts (even and
 		// odd ranks), shared memory inside each and TCP between them.

@@ -52,6 +52,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
+	"github.com/gocomm/comm/transport"
 )
 
 // Environment variables of the contract.
@@ -99,6 +100,8 @@ const (
 	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
 	EnvSecret     = "GOCOMM_SECRET"
 	EnvSocketHost = "GOCOMM_SOCKET_HOST"
+	EnvTransport  = "GOCOMM_TRANSPORT" // auto, tcp or shm
+	EnvHostID     = "GOCOMM_HOST_ID"   // replaces the detected host identity
 	EnvInitMethod = "GOCOMM_INIT_METHOD"
 	EnvDebug      = "GOCOMM_DEBUG"
 	EnvProfile    = "GOCOMM_PROFILE"
@@ -803,6 +806,7 @@ type config struct {
 	profiling *profile.Config
 	// ownBootstrap: the backend meets without a store (MPI).
 	ownBootstrap bool
+	transport    backend.TransportConfig
 }
 
 // resolve applies the environment to opts.
@@ -818,6 +822,7 @@ func resolve(opts Options) (config, error) {
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
 		listenHost: opts.ListenHost, algorithms: opts.Algorithms, logger: opts.Logger,
+		transport: backend.TransportConfig{Mode: opts.Transport, HostID: opts.HostID},
 	}
 	if cfg.size == 0 {
 		env, err := e.read()
@@ -983,6 +988,15 @@ func (e envReader) resolveKnobs(cfg *config) error {
 	}
 	if cfg.listenHost == "" {
 		cfg.listenHost = e.get(EnvSocketHost)
+	}
+	if cfg.transport.Mode == "" {
+		cfg.transport.Mode = e.get(EnvTransport)
+	}
+	if _, err := transport.ParseTransportMode(cfg.transport.Mode); err != nil {
+		return envErr("%s=%q: %v", EnvTransport, cfg.transport.Mode, err)
+	}
+	if cfg.transport.HostID == "" {
+		cfg.transport.HostID = e.get(EnvHostID)
 	}
 	overrides := []struct {
 		name string

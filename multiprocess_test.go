@@ -116,7 +116,7 @@ func freePort(t *testing.T) int {
 
 // launch runs n ranks of this binary in the given role and returns each
 // one's exit error and output.
-func launch(t *testing.T, n int, role string, timeout time.Duration) ([]error, []string) {
+func launch(t *testing.T, n int, role string, timeout time.Duration, env ...string) ([]error, []string) {
 	t.Helper()
 	port := freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -131,6 +131,7 @@ func launch(t *testing.T, n int, role string, timeout time.Duration) ([]error, [
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))
+		cmd.Env = append(cmd.Env, env...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -150,12 +151,20 @@ func launch(t *testing.T, n int, role string, timeout time.Duration) ([]error, [
 	return errs, outs
 }
 
+// multiProcessTransports are the data paths the multi-process tests run
+// over: TCP on loopback, and the default (shared memory on one host).
+var multiProcessTransports = []string{"tcp", "auto"}
+
 func TestMultiProcessAllReduce64MiB(t *testing.T) {
-	errs, outs := launch(t, 4, "allreduce-64MiB", 3*time.Minute)
-	for r, err := range errs {
-		if err != nil {
-			t.Errorf("rank %d: %v\n%s", r, err, outs[r])
-		}
+	for _, tr := range multiProcessTransports {
+		t.Run(tr, func(t *testing.T) {
+			errs, outs := launch(t, 4, "allreduce-64MiB", 3*time.Minute, "GOCOMM_TRANSPORT="+tr)
+			for r, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v\n%s", r, err, outs[r])
+				}
+			}
+		})
 	}
 }
 
@@ -169,14 +178,18 @@ func TestMultiProcessConformance(t *testing.T) {
 }
 
 func TestMultiProcessDeadPeer(t *testing.T) {
-	errs, outs := launch(t, 3, "one-dies", time.Minute)
-	var exit *exec.ExitError
-	if !errors.As(errs[1], &exit) || exit.ExitCode() != 3 {
-		t.Errorf("rank 1 should have crashed with status 3: %v\n%s", errs[1], outs[1])
-	}
-	for _, r := range []int{0, 2} {
-		if errs[r] != nil {
-			t.Errorf("rank %d: %v\n%s", r, errs[r], outs[r])
-		}
+	for _, tr := range multiProcessTransports {
+		t.Run(tr, func(t *testing.T) {
+			errs, outs := launch(t, 3, "one-dies", time.Minute, "GOCOMM_TRANSPORT="+tr)
+			var exit *exec.ExitError
+			if !errors.As(errs[1], &exit) || exit.ExitCode() != 3 {
+				t.Errorf("rank 1 should have crashed with status 3: %v\n%s", errs[1], outs[1])
+			}
+			for _, r := range []int{0, 2} {
+				if errs[r] != nil {
+					t.Errorf("rank %d: %v\n%s", r, errs[r], outs[r])
+				}
+			}
+		})
 	}
 }

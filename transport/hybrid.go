@@ -664,8 +664,9 @@ func (e *Hybrid) Close() error {
 	if e.seg == nil {
 		return e.t.Close()
 	}
+	failed := e.t.failed()
 	e.mb.close()
-	if !killed {
+	if !killed && !failed {
 		// Senders to this rank stop waiting for room.
 		atomic.StoreUint32(e.me.closed, 1)
 		for _, in := range e.ins {

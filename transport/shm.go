@@ -69,7 +69,7 @@ const (
 
 	defaultSpinWait        = 10 * time.Microsecond
 	oversubscribedSpinWait = time.Microsecond
-	defaultYieldWait       = 200 * time.Microsecond
+	defaultYieldWait       = time.Millisecond
 	// maxSleep bounds one futex sleep, a safety net: every event that
 	// matters wakes a sleeper explicitly.
 	maxSleep = time.Second
@@ -98,7 +98,7 @@ type SHMOptions struct {
 	// SpinWait is how long a waiting rank polls before it starts yielding
 	// its CPU (default 10µs, 1µs when the host's ranks outnumber its
 	// CPUs); YieldWait how long it polls between yields before it sleeps
-	// on a futex (default 200µs). Negative disables the phase.
+	// on a futex (default 1ms). Negative disables the phase.
 	SpinWait, YieldWait time.Duration
 	// Dir is the directory of the segment file (default /dev/shm, else
 	// os.TempDir()). The file is removed as soon as every rank mapped it.

@@ -3,6 +3,7 @@ package transport
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,7 @@ type TCP struct {
 	conns       []*tcpConn // by rank; nil at this rank; fixed after connect
 	closedCh    chan struct{}
 	wg          sync.WaitGroup // readers and abort writers
+	abortWG     sync.WaitGroup // abort writers alone
 
 	mu        sync.Mutex // protects following
 	closing   bool       // Close started
@@ -231,13 +233,30 @@ func (t *TCP) Abort(err error) {
 	for _, c := range t.conns {
 		if c != nil {
 			t.wg.Add(1)
+			t.abortWG.Add(1)
 			go t.writeAbort(c, reason, deadline)
 		}
 	}
 }
 
+// failed reports whether the endpoint was aborted, here or by a peer, or
+// lost a peer: its Close is then no orderly departure.
+func (t *TCP) failed() bool {
+	t.mu.Lock()
+	sent := t.abortSent
+	t.mu.Unlock()
+	if sent {
+		return true
+	}
+	t.mb.mu.Lock()
+	err := t.mb.err
+	t.mb.mu.Unlock()
+	return err != nil && !errors.Is(err, ErrClosed)
+}
+
 func (t *TCP) writeAbort(c *tcpConn, reason []byte, deadline time.Time) {
 	defer t.wg.Done()
+	defer t.abortWG.Done()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -275,15 +294,23 @@ func (t *TCP) Close() error {
 	t.closing = true
 	t.mu.Unlock()
 
+	failed := t.failed()
 	t.mb.close()
 	deadline := time.Now().Add(t.closeWait)
-	var wg sync.WaitGroup
-	for _, c := range t.conns {
-		if c != nil {
-			wg.Go(func() { c.sayGoodbye(deadline) })
+	if failed {
+		// A failed endpoint says no goodbye: peers must see the abort
+		// frame (written first) or a lost connection, never an orderly
+		// departure that would hide the cause.
+		t.abortWG.Wait()
+	} else {
+		var wg sync.WaitGroup
+		for _, c := range t.conns {
+			if c != nil {
+				wg.Go(func() { c.sayGoodbye(deadline) })
+			}
 		}
+		wg.Wait()
 	}
-	wg.Wait()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 wait:

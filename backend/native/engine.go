@@ -247,7 +247,12 @@ func (e *execution) fail(ctx context.Context, peer, step int, doing string, err 
 			ctxErr, step, doing, peer, e.hdr.Sig)
 	}
 	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.rank, Peer: peer, Seq: e.req.Seq, Err: err}
-	if !errors.Is(err, transport.ErrAborted) && !errors.Is(err, transport.ErrClosed) {
+	// Abort tells every other rank why, also when this endpoint already
+	// failed by itself (a lost peer): a rank that has not noticed the loss
+	// yet must not wait, nor mistake this rank's later Close for the cause.
+	// Only a rank aborted by another, or closed, has nothing to add.
+	var remote *transport.RemoteAbortError
+	if !errors.As(err, &remote) && !errors.Is(err, transport.ErrClosed) {
 		e.c.ep.Abort(opErr)
 	}
 	return opErr
