@@ -476,7 +476,9 @@ func AllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs []
 
 // request builds the common part of a backend request.
 func (c *Comm) request(kind backend.Kind, dt backend.DType, op ReduceOp, root int, send, recv []byte) *backend.Request {
-	return &backend.Request{Kind: kind, DType: dt, Op: op, Root: root, Peer: -1, Send: send, Recv: recv, Source: -1}
+	req := requests.Get().(*backend.Request)
+	*req = backend.Request{Kind: kind, DType: dt, Op: op, Root: root, Peer: -1, Send: send, Recv: recv, Source: -1}
+	return req
 }
 
 func (c *Comm) evenCounts(n int) []int {

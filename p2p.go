@@ -29,9 +29,7 @@ func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 // Recv receives into buf the next message with tag from rank src of c, or
 // from any rank if src is AnySource, and returns the sender's rank.
 func Recv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (int, error) {
-	w := startRecv(ctx, c, buf, src, tag)
-	err := w.sync()
-	return w.Source(), err
+	return startRecv(ctx, c, buf, src, tag).syncSource()
 }
 
 // StartRecv is Recv, asynchronous (irecv); the sender is Work.Source.

@@ -110,20 +110,19 @@ func opName(k backend.Kind) string {
 	return strings.ToLower(k.String())
 }
 
-// instrument sets w.run to a timed run of req and reports true when the
-// operation is to be profiled; otherwise launch sets the plain one. The
-// clock starts now, in the Start call, and stops when the operation
+// instrument marks w to be timed when the operation is to be profiled.
+// The clock starts now, in the Start call, and stops when the operation
 // completes, before w is marked done, so that a record exists once Wait has
 // returned; nothing waits or synchronises ranks on the profiler's behalf.
-func (p *profiler) instrument(ctx context.Context, c *Comm, req *backend.Request, w *Work) bool {
+func (p *profiler) instrument(ctx context.Context, req *backend.Request, w *Work) {
 	op := opName(req.Kind)
 	name, _ := ctx.Value(logNameKey{}).(string)
 	if on, set := ctx.Value(profilingKey{}).(bool); set {
 		if !on {
-			return false
+			return
 		}
 	} else if !p.log.Selected(op, name) {
-		return false
+		return
 	}
 	if name == "" {
 		name = op
@@ -131,13 +130,7 @@ func (p *profiler) instrument(ctx context.Context, c *Comm, req *backend.Request
 	if p.cfg.Debug {
 		name += " | [Caller Func: " + callerName() + "]"
 	}
-	start := time.Now()
-	w.run = func() {
-		defer close(w.done)
-		c.perform(ctx, req, w)
-		p.record(c, req, op, name, start, time.Since(start), w.err)
-	}
-	return true
+	w.prof, w.profOp, w.profName, w.profStart = p, op, name, time.Now()
 }
 
 func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start time.Time, lat time.Duration, err error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/transport"
@@ -58,16 +60,44 @@ type Work struct {
 	err    error
 	req    *backend.Request
 	source int
-	// run performs the operation; it is set until the Work is started by
-	// async (in a new goroutine) or sync (on the caller's goroutine).
-	run func()
+
+	// Until the Work is started, by async (in a new goroutine) or sync (on
+	// the caller's goroutine), pending is set and c and ctx say where and
+	// how to perform req.
+	pending bool
+	c       *Comm
+	ctx     context.Context
+	// pooled: the Work and its request came from the pools below and go
+	// back when a sync call has finished with them. A Work handed to the
+	// caller by a Start function never returns to a pool.
+	pooled bool
+	// The comms logger's timing of this operation (profile.go); prof is
+	// nil when it is not profiled.
+	prof      *profiler
+	profOp    string
+	profName  string
+	profStart time.Time
 }
+
+// The blocking forms of every operation are their Start forms run in
+// place; recycling the Work and the request keeps a loop of small
+// collectives free of allocations (and of the garbage collections that
+// would stall every rank waiting for this one).
+var (
+	works    = sync.Pool{New: func() any { return new(Work) }}
+	requests = sync.Pool{New: func() any { return new(backend.Request) }}
+)
 
 // async starts the operation in its own goroutine.
 func (w *Work) async() *Work {
-	if r := w.run; r != nil {
-		w.run = nil
-		go r()
+	w.pooled = false
+	if w.pending {
+		w.pending = false
+		w.done = make(chan struct{})
+		go func() {
+			defer close(w.done)
+			w.execute()
+		}()
 	}
 	return w
 }
@@ -75,11 +105,33 @@ func (w *Work) async() *Work {
 // sync performs the operation on the calling goroutine and returns its
 // error: the blocking forms are the Start forms, run in place.
 func (w *Work) sync() error {
-	if r := w.run; r != nil {
-		w.run = nil
-		r()
+	_, err := w.syncSource()
+	return err
+}
+
+// syncSource is sync that also returns Source; w must not be used after.
+func (w *Work) syncSource() (int, error) {
+	if w.pending {
+		w.pending = false
+		w.execute()
 	}
-	return w.err
+	source, err := w.source, w.err
+	if w.pooled {
+		*w.req = backend.Request{}
+		requests.Put(w.req)
+		*w = Work{}
+		works.Put(w)
+	}
+	return source, err
+}
+
+// execute performs the operation and records it when it is profiled.
+func (w *Work) execute() {
+	w.c.perform(w.ctx, w.req, w)
+	if profileHook && w.prof != nil {
+		w.prof.record(w.c, w.req, w.profOp, w.profName, w.profStart, time.Since(w.profStart), w.err)
+	}
+	w.ctx = nil
 }
 
 // Wait blocks until the operation is complete and returns its error.
@@ -112,8 +164,8 @@ func (w *Work) Source() int {
 	}
 }
 
-// failed returns a completed Work carrying err. Its run is nil, so async
-// and sync only report err.
+// failed returns a completed Work carrying err; async and sync only report
+// it.
 func failed(err error) *Work {
 	w := &Work{done: make(chan struct{}), err: err, source: -1}
 	close(w.done)
@@ -165,27 +217,23 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 }
 
 func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
-	w := &Work{done: make(chan struct{}), req: req, source: -1}
+	w := works.Get().(*Work)
+	*w = Work{req: req, source: -1, pending: true, c: c, ctx: ctx, pooled: true}
 	// The comms logger (profile.go): one branch when it is off.
-	if p := c.prof; profileHook && p != nil && p.instrument(ctx, c, req, w) {
-		return w
-	}
-	w.run = func() {
-		defer close(w.done)
-		c.perform(ctx, req, w)
+	if p := c.prof; profileHook && p != nil {
+		p.instrument(ctx, req, w)
 	}
 	return w
 }
 
 // perform runs req for w; the caller closes w.done.
 func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
-	cctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
+		o := withOpTimeout(ctx, c.timeout)
+		defer o.release()
+		ctx = o
 	}
-	w.err = c.be.Run(cctx, req)
+	w.err = c.be.Run(ctx, req)
 	if req.Kind == backend.KindRecv && w.err == nil {
 		w.source = req.Source
 	}

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -48,10 +47,6 @@ func (t *Transport) Set(s string) error {
 	}
 	return fmt.Errorf("unknown transport %q (want tcp, shm or inproc)", s)
 }
-
-// ErrNoSHM is returned for --transport shm while gocomm has no
-// shared-memory path to select.
-var ErrNoSHM = errors.New("commbench: --transport shm: this build of gocomm has no shared-memory path to select yet (issue 4, item 1); use --transport tcp or inproc")
 
 // ErrHelp is returned by ParseArgs when -h or --help was given; the usage
 // has then been written.

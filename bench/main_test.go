@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -46,8 +45,14 @@ func cleanEnv() []string {
 
 // commbench as a user runs it: no launcher, so it spawns its ranks.
 func TestCommbenchSpawnsItsRanks(t *testing.T) {
+	for _, tr := range []string{"tcp", "shm"} {
+		t.Run(tr, func(t *testing.T) { testCommbenchSpawns(t, tr) })
+	}
+}
+
+func testCommbenchSpawns(t *testing.T, transport string) {
 	dir := t.TempDir()
-	args := []string{"-n", "2", "--op", "all", "-b", "8", "-e", "1K", "-f", "8", "-w", "1", "-i", "2", "--check", "-q",
+	args := []string{"-n", "2", "--transport", transport, "--op", "all", "-b", "8", "-e", "1K", "-f", "8", "-w", "1", "-i", "2", "--check", "-q",
 		"--json", filepath.Join(dir, "r.json"), "--csv", filepath.Join(dir, "r.csv"), "--plot", filepath.Join(dir, "r.svg")}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -59,7 +64,7 @@ func TestCommbenchSpawnsItsRanks(t *testing.T) {
 		t.Fatalf("commbench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"# commbench: native/tcp, 2 ranks", "# allreduce\n", "# alltoall\n", "# pingpong\n", "# barrier\n", "Out of bounds values : 0 OK"} {
+	for _, want := range []string{"# commbench: native/" + transport + ", 2 ranks", "# allreduce\n", "# alltoall\n", "# pingpong\n", "# barrier\n", "Out of bounds values : 0 OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -146,14 +151,7 @@ func TestExecuteInproc(t *testing.T) {
 }
 
 func TestExecuteErrors(t *testing.T) {
-	cfg, err := ParseArgs([]string{"--transport", "shm"}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Execute(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, ErrNoSHM) {
-		t.Errorf("--transport shm: %v", err)
-	}
-	cfg, _ = ParseArgs([]string{"--plan", "/nonexistent/plan", "-n", "1"}, &bytes.Buffer{})
+	cfg, _ := ParseArgs([]string{"--plan", "/nonexistent/plan", "-n", "1"}, &bytes.Buffer{})
 	if err := Execute(context.Background(), cfg, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "--plan") {
 		t.Errorf("missing plan: %v", err)
 	}
@@ -227,8 +225,10 @@ func TestCompareEndToEnd(t *testing.T) {
 	if !strings.Contains(s, "# check: 0 wrong elements") {
 		t.Errorf("wrong elements:\n%s", s)
 	}
-	if strings.Contains(s, "gocomm-tcp: run") {
-		t.Errorf("the gocomm series failed:\n%s", s)
+	for _, ours := range []string{SeriesGocommTCP, SeriesGocommSHM} {
+		if strings.Contains(s, ours+": ") {
+			t.Errorf("the %s series failed:\n%s", ours, s)
+		}
 	}
 	for _, peer := range []struct{ series, tool string }{{SeriesMPISHM, "mpicc"}, {SeriesGloo, "/usr/bin/python3"}} {
 		if _, err := exec.LookPath(peer.tool); err == nil && strings.Contains(s, peer.series+": ") {

@@ -382,9 +382,10 @@ func (e *Hybrid) recvDirect(ctx context.Context, peer int, h *Header, buf []byte
 		mine = e.in[peer]
 	}
 	key := keyOf(h)
-	ctxDone := ctx.Done()
-	for {
-		if isClosed(e.mb.failedCh) || isClosed(ctxDone) {
+	// ctx.Err, not ctx.Done: a context may create its channel and timer
+	// only once somebody waits on it, which the polling here never does.
+	for polls := 0; ; polls++ {
+		if isClosed(e.mb.failedCh) || (polls&63 == 0 && ctx.Err() != nil) {
 			return -1, nil, false
 		}
 		progress := false

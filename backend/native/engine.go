@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
@@ -28,8 +29,17 @@ type execution struct {
 	sendOrd, recvOrd []int
 }
 
+// executions recycles execution records (and their per-peer counters):
+// a loop of small collectives allocates nothing.
+var executions = sync.Pool{New: func() any { return new(execution) }}
+
 func (c *Comm) newExecution(req *backend.Request, used algo.Algorithm) *execution {
-	return &execution{
+	e := executions.Get().(*execution)
+	sendOrd, recvOrd := e.sendOrd, e.recvOrd
+	if cap(sendOrd) < c.size {
+		sendOrd, recvOrd = make([]int, c.size), make([]int, c.size)
+	}
+	*e = execution{
 		c:     c,
 		req:   req,
 		esize: req.DType.Size(),
@@ -45,9 +55,17 @@ func (c *Comm) newExecution(req *backend.Request, used algo.Algorithm) *executio
 				Count: uint64(req.SigCount),
 			},
 		},
-		sendOrd: make([]int, c.size),
-		recvOrd: make([]int, c.size),
+		sendOrd: sendOrd[:c.size],
+		recvOrd: recvOrd[:c.size],
 	}
+	return e
+}
+
+// release recycles e once nothing of its operation runs any more.
+func (e *execution) release() {
+	sendOrd, recvOrd := e.sendOrd, e.recvOrd
+	*e = execution{sendOrd: sendOrd, recvOrd: recvOrd}
+	executions.Put(e)
 }
 
 func (e *execution) buf(b algo.Buf) []byte {

@@ -217,6 +217,7 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	}
 	req.Used = a
 	e := c.newExecution(req, a)
+	defer e.release()
 	es := req.DType.Size()
 	if req.Kind == backend.KindBarrier {
 		es = 1

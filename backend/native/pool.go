@@ -15,6 +15,9 @@ import (
 // should allocate nothing.
 type bufPool struct {
 	classes [48]sync.Pool // class c holds *[]byte of capacity 1<<c
+	// boxes holds empty *[]byte: get leaves the box of the buffer it takes
+	// here and put reuses one, so that recycling allocates nothing.
+	boxes sync.Pool
 }
 
 // get returns an 8-byte aligned buffer of n bytes (contents undefined).
@@ -27,7 +30,11 @@ func (p *bufPool) get(n int) []byte {
 		return kernel.Alloc(n)
 	}
 	if v := p.classes[c].Get(); v != nil {
-		return (*v.(*[]byte))[:n]
+		box := v.(*[]byte)
+		b := (*box)[:n]
+		*box = nil
+		p.boxes.Put(box)
+		return b
 	}
 	return kernel.Alloc(1 << c)[:n]
 }
@@ -41,8 +48,12 @@ func (p *bufPool) put(b []byte) {
 	if c >= len(p.classes) || 1<<c != cap(b) {
 		return
 	}
-	b = b[:cap(b)]
-	p.classes[c].Put(&b)
+	box, _ := p.boxes.Get().(*[]byte)
+	if box == nil {
+		box = new([]byte)
+	}
+	*box = b[:cap(b)]
+	p.classes[c].Put(box)
 }
 
 // planKey identifies a plan of an operation with even counts; plans of the

@@ -1,0 +1,107 @@
+package comm_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/backend"
+)
+
+// A loop of small blocking collectives over shared memory allocates
+// nothing (issue 4: the latency-first path): every allocation is garbage
+// whose collection stalls this rank while the others wait for it.
+func TestSmallOpsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		// The race detector makes sync.Pool drop objects at random, so
+		// the count is only meaningful in a normal build: run this test
+		// there.
+		runWithoutRace(t, "TestSmallOpsDoNotAllocate")
+		return
+	}
+	f := factories()[2] // shm
+	if f.name != "shm" {
+		t.Fatalf("factory %q, want shm", f.name)
+	}
+	world := f.make(t, 2, backend.Algorithms{})
+	ctx := context.Background()
+	bufs := [][]float32{make([]float32, 2), make([]float32, 2)}
+	ops := []struct {
+		name string
+		run  func(r int) error
+	}{
+		{"AllReduce", func(r int) error { return comm.AllReduce(ctx, world[r], bufs[r], bufs[r], comm.Sum) }},
+		{"InferenceAllReduce", func(r int) error { return comm.InferenceAllReduce(ctx, world[r], bufs[r], bufs[r], comm.Max) }},
+		{"Broadcast", func(r int) error { return comm.Broadcast(ctx, world[r], bufs[r], 1) }},
+		{"Reduce", func(r int) error { return comm.Reduce(ctx, world[r], bufs[r], bufs[r], comm.Sum, 0) }},
+		{"Barrier", func(r int) error { return comm.Barrier(ctx, world[r]) }},
+		{"SendRecv", func(r int) error {
+			if r == 0 {
+				return comm.Send(ctx, world[0], bufs[0], 1, 3)
+			}
+			_, err := comm.Recv(ctx, world[1], bufs[1], 0, 3)
+			return err
+		}},
+	}
+	const runs = 200
+	for _, op := range ops {
+		t.Run(op.name, func(t *testing.T) {
+			// Warm the pools and caches, then count rank 0's calls while
+			// rank 1 keeps pace (its allocations count too).
+			for range 10 {
+				if err := both(op.run); err != nil {
+					t.Fatal(err)
+				}
+			}
+			peer := make(chan error, 1)
+			go func() {
+				for range runs + 1 {
+					if err := op.run(1); err != nil {
+						peer <- err
+						return
+					}
+				}
+				peer <- nil
+			}()
+			var err error
+			allocs := testing.AllocsPerRun(runs, func() {
+				if e := op.run(0); e != nil && err == nil {
+					err = e
+				}
+			})
+			if perr := <-peer; perr != nil || err != nil {
+				t.Fatal(perr, err)
+			}
+			if allocs != 0 {
+				t.Errorf("%v allocations per call on 2 ranks, want 0", allocs)
+			}
+		})
+	}
+}
+
+func both(run func(r int) error) error {
+	errc := make(chan error, 1)
+	go func() { errc <- run(1) }()
+	err := run(0)
+	if e := <-errc; err == nil {
+		err = e
+	}
+	return err
+}
+
+// runWithoutRace runs test in this package with a normal build.
+func runWithoutRace(t *testing.T, test string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^"+test+"$", ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go test -run %s (without -race): %v\n%s", test, err, out)
+	}
+	t.Logf("without -race: %s", out)
+}

@@ -1,0 +1,138 @@
+package comm
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// opContext bounds one operation by the communicator's default timeout when
+// the caller's context has no deadline. context.WithTimeout would allocate a
+// context, a channel and a timer per call, which a latency-bound loop of
+// small collectives feels (the allocations, and the garbage collections
+// they cause on the other ranks' critical path); an opContext is recycled,
+// and its channel and timer exist only once somebody waits on Done, which
+// the transports do only after polling for a while. Err is exact without
+// them: it compares the clock with the deadline.
+type opContext struct {
+	parent  context.Context
+	timeout time.Duration
+
+	mu       sync.Mutex // protects following
+	deadline time.Time  // zero until first needed: the clock costs tens of ns
+	checks   uint32     // calls of Err, which reads the clock every 16th
+	gen      uint64     // incremented by release: late timer callbacks ignore a reused context
+	done     chan struct{}
+	err      error
+	timer    *time.Timer
+	stop     func() bool // stops the parent's AfterFunc
+}
+
+var opContexts = sync.Pool{New: func() any { return new(opContext) }}
+
+// withOpTimeout returns parent bounded by timeout from (about) now: the
+// deadline is fixed when first needed, which an operation's first message
+// does. Release it when the operation is over and nothing uses the context
+// any more.
+func withOpTimeout(parent context.Context, timeout time.Duration) *opContext {
+	o := opContexts.Get().(*opContext)
+	o.parent, o.timeout = parent, timeout
+	return o
+}
+
+func (o *opContext) deadlineLocked() time.Time {
+	if o.deadline.IsZero() {
+		o.deadline = time.Now().Add(o.timeout)
+	}
+	return o.deadline
+}
+
+// release stops the timers and recycles o, unless somebody took its Done
+// channel: a context derived from o may still watch it from a goroutine
+// of its own, so o then stays as it is, cancelled, for the garbage
+// collector.
+func (o *opContext) release() {
+	o.mu.Lock()
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	if o.stop != nil {
+		o.stop()
+	}
+	o.gen++
+	if o.done != nil {
+		if o.err == nil {
+			o.cancelLocked(context.Canceled)
+		}
+		o.mu.Unlock()
+		return
+	}
+	o.parent, o.err, o.timer, o.stop = nil, nil, nil, nil
+	o.deadline, o.checks = time.Time{}, 0
+	o.mu.Unlock()
+	opContexts.Put(o)
+}
+
+func (o *opContext) Deadline() (time.Time, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.deadlineLocked(), true
+}
+
+func (o *opContext) Value(key any) any { return o.parent.Value(key) }
+
+// Err reports the parent's error, else context.DeadlineExceeded once the
+// deadline has passed, and closes Done's channel when it exists. Polling
+// loops call Err often: it reads the clock on every 16th call only, so it
+// may see the deadline a few polls late (Done's timer is exact).
+func (o *opContext) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		if err := o.parent.Err(); err != nil {
+			o.cancelLocked(err)
+		} else if o.checks++; o.checks&15 == 1 && !time.Now().Before(o.deadlineLocked()) {
+			o.cancelLocked(context.DeadlineExceeded)
+		}
+	}
+	return o.err
+}
+
+// Done creates the channel on first use, with a timer for the deadline and
+// a watch on the parent.
+func (o *opContext) Done() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done != nil {
+		return o.done
+	}
+	o.done = make(chan struct{})
+	if o.err != nil {
+		close(o.done)
+		return o.done
+	}
+	gen := o.gen
+	o.timer = time.AfterFunc(time.Until(o.deadlineLocked()), func() { o.cancel(gen, context.DeadlineExceeded) })
+	if o.parent.Done() != nil {
+		parent := o.parent
+		o.stop = context.AfterFunc(parent, func() { o.cancel(gen, parent.Err()) })
+	}
+	return o.done
+}
+
+func (o *opContext) cancel(gen uint64, err error) {
+	o.mu.Lock()
+	if o.gen == gen && o.err == nil {
+		o.cancelLocked(err)
+	}
+	o.mu.Unlock()
+}
+
+func (o *opContext) cancelLocked(err error) {
+	o.err = err
+	if o.done != nil {
+		close(o.done)
+	}
+}
+
+func (o *opContext) String() string { return "comm.opContext" }

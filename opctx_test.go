@@ -1,0 +1,96 @@
+package comm
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestOpContextDeadline(t *testing.T) {
+	o := withOpTimeout(context.Background(), 30*time.Millisecond)
+	if d, ok := o.Deadline(); !ok || time.Until(d) > 30*time.Millisecond || time.Until(d) < 0 {
+		t.Fatalf("Deadline = %v, %v", d, ok)
+	}
+	if err := o.Err(); err != nil {
+		t.Fatalf("Err before the deadline: %v", err)
+	}
+	select {
+	case <-o.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after the deadline")
+	}
+	if !errors.Is(o.Err(), context.DeadlineExceeded) {
+		t.Errorf("Err = %v, want DeadlineExceeded", o.Err())
+	}
+	o.release()
+}
+
+// Polling Err alone (no Done) sees the deadline within 16 calls. The
+// deadline counts from the first call, which an operation makes as it
+// starts.
+func TestOpContextErrPolls(t *testing.T) {
+	o := withOpTimeout(context.Background(), time.Millisecond)
+	defer o.release()
+	if err := o.Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	var err error
+	for range 16 {
+		if err = o.Err(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Err after the deadline = %v", err)
+	}
+	select {
+	case <-o.Done():
+	default:
+		t.Error("Done open although Err reports the deadline")
+	}
+}
+
+func TestOpContextParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), logNameKey{}, "x"))
+	o := withOpTimeout(parent, time.Hour)
+	if o.Value(logNameKey{}) != "x" {
+		t.Error("Value does not reach the parent")
+	}
+	child, stop := context.WithCancel(o)
+	defer stop()
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parent's cancel did not reach a context derived from the op's")
+	}
+	if !errors.Is(o.Err(), context.Canceled) {
+		t.Errorf("Err = %v, want Canceled", o.Err())
+	}
+	o.release()
+}
+
+// A context whose Done channel was taken is not reused: whoever watches
+// it sees it cancelled, never another operation's state.
+func TestOpContextReleasedWhileWatched(t *testing.T) {
+	o := withOpTimeout(context.Background(), time.Hour)
+	done := o.Done()
+	o.release()
+	select {
+	case <-done:
+	default:
+		t.Fatal("a released context's Done is still open")
+	}
+	if o.Err() == nil {
+		t.Error("a released context reports no error")
+	}
+	for range 100 {
+		p := withOpTimeout(context.Background(), time.Hour)
+		if p == o {
+			t.Fatal("a watched context was recycled")
+		}
+		p.release()
+	}
+}
