@@ -270,6 +270,16 @@ func (e *Hybrid) SharedMemory(peer int) bool {
 	return peer >= 0 && peer < e.size && e.out[peer] != nil
 }
 
+// SendsBuffered reports whether a send of n bytes to peer completes
+// without the peer's help: it fits in half the pair's ring, so its copy
+// into shared memory runs at once (else the peer's drainer empties the
+// ring into its mailbox, so it completes anyway, only later). The engine
+// runs such sends inline instead of in a goroutine of their own, whose
+// scheduling costs more than the copy on a busy host.
+func (e *Hybrid) SendsBuffered(peer, n int) bool {
+	return e.SharedMemory(peer) && n <= e.opts.RingBytes/2
+}
+
 // SHMError says why ranks on this host that could share memory use TCP
 // instead (a rank could not map the segment), or is nil.
 func (e *Hybrid) SHMError() error { return e.shmErr }

@@ -74,6 +74,13 @@ type Endpoint interface {
 	Close() error
 }
 
+// BufferedSender is implemented by endpoints whose sends of some sizes
+// to some peers complete at once (a copy into shared memory), whatever
+// the peer is doing.
+type BufferedSender interface {
+	SendsBuffered(peer, n int) bool
+}
+
 // Errors. They are matched with errors.Is; the comm package re-exports them.
 var (
 	// ErrClosed: the local endpoint was closed.

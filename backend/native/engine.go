@@ -148,7 +148,7 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	// once, and a goroutine hand-off would cost more than the send.
 	var sendDone chan error
 	if len(st.Sends) > 0 {
-		if len(st.Recvs) == 0 || e.sendBytes(st.Sends) <= inlineSendBytes {
+		if len(st.Recvs) == 0 || e.inlineSends(st.Sends) {
 			if err := e.sends(ctx, i, st.Sends); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
@@ -175,12 +175,27 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 // are posted.
 const inlineSendBytes = 64 << 10
 
-func (e *execution) sendBytes(xs []algo.Xfer) int {
+// inlineSends reports whether a step's sends should run before its
+// receives on this goroutine: they are small, or the endpoint buffers them
+// (shared memory).
+func (e *execution) inlineSends(xs []algo.Xfer) bool {
 	n := 0
 	for _, x := range xs {
 		n += x.Len * e.esize
 	}
-	return n
+	if n <= inlineSendBytes {
+		return true
+	}
+	bs, ok := e.c.ep.(transport.BufferedSender)
+	if !ok {
+		return false
+	}
+	for _, x := range xs {
+		if !bs.SendsBuffered(e.c.members[x.Peer], n) {
+			return false
+		}
+	}
+	return true
 }
 
 // recvAll posts every receive of a step at once and handles completions in

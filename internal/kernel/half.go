@@ -122,9 +122,11 @@ const halfBlock = 256
 // reduceF16 applies op (an arithmetic op) to binary16 elements in float32:
 // blocks are widened, reduced with the float32 loops and narrowed back.
 func reduceF16(op backend.Op, d, s []uint16) {
+	s = s[:len(d)]
+	done := reduceF16Vector(op, d, s)
+	d, s = d[done:], s[done:]
 	var x, y [halfBlock]float32
 	t := f16Table()
-	s = s[:len(d)]
 	for off := 0; off < len(d); off += halfBlock {
 		n := min(halfBlock, len(d)-off)
 		dd, ss := d[off:off+n], s[off:off+n]
@@ -143,6 +145,8 @@ func bf16Widen(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) 
 // reduceBF16 applies op (an arithmetic op) to bfloat16 elements in float32.
 func reduceBF16(op backend.Op, d, s []uint16) {
 	s = s[:len(d)]
+	done := reduceBF16Vector(op, d, s)
+	d, s = d[done:], s[done:]
 	switch op {
 	case backend.Sum, backend.Avg:
 		for i := range d {
@@ -165,6 +169,7 @@ func reduceBF16(op backend.Op, d, s []uint16) {
 
 // divideF16 sets b[i] /= n for binary16 elements, dividing in float32.
 func divideF16(b []uint16, n float32) {
+	b = b[divideF16Vector(b, n):]
 	var x [halfBlock]float32
 	t := f16Table()
 	for off := 0; off < len(b); off += halfBlock {
