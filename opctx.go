@@ -14,6 +14,9 @@ import (
 // and its channel and timer exist only once somebody waits on Done, which
 // the transports do only after polling for a while. Err is exact without
 // them: it compares the clock with the deadline.
+//
+// Polling loops must call Err, not Done; context.AfterFunc and derived
+// contexts register with AfterFunc below.
 type opContext struct {
 	parent  context.Context
 	timeout time.Duration
@@ -26,6 +29,11 @@ type opContext struct {
 	err      error
 	timer    *time.Timer
 	stop     func() bool // stops the parent's AfterFunc
+	// funcs run (each in its own goroutine) when o is cancelled: context.
+	// AfterFunc and contexts derived from o register here instead of
+	// starting a goroutine that waits on Done.
+	funcs map[uint64]func()
+	next  uint64
 }
 
 var opContexts = sync.Pool{New: func() any { return new(opContext) }}
@@ -67,7 +75,7 @@ func (o *opContext) release() {
 		o.mu.Unlock()
 		return
 	}
-	o.parent, o.err, o.timer, o.stop = nil, nil, nil, nil
+	o.parent, o.err, o.timer, o.stop, o.funcs = nil, nil, nil, nil, nil
 	o.deadline, o.checks = time.Time{}, 0
 	o.mu.Unlock()
 	opContexts.Put(o)
@@ -132,6 +140,40 @@ func (o *opContext) cancelLocked(err error) {
 	o.err = err
 	if o.done != nil {
 		close(o.done)
+	}
+	for id, f := range o.funcs {
+		delete(o.funcs, id)
+		go f()
+	}
+}
+
+// AfterFunc arranges for f to run in its own goroutine once o is
+// cancelled (at once if it is) and returns a function that unregisters
+// f, reporting whether it did so before f was started. The context
+// package uses it for context.AfterFunc and for contexts derived from o.
+func (o *opContext) AfterFunc(f func()) func() bool {
+	o.Done() // arms the deadline timer and the parent's watch
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	if o.funcs == nil {
+		o.funcs = make(map[uint64]func())
+	}
+	id, gen := o.next, o.gen
+	o.next++
+	o.funcs[id] = f
+	return func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.gen != gen {
+			return false
+		}
+		_, ok := o.funcs[id]
+		delete(o.funcs, id)
+		return ok
 	}
 }
 

@@ -94,3 +94,27 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 		p.release()
 	}
 }
+
+// context.AfterFunc on an op's context registers with it (no goroutine
+// waiting on Done per call): it runs on the deadline, and stop works.
+func TestOpContextAfterFunc(t *testing.T) {
+	o := withOpTimeout(context.Background(), 200*time.Millisecond)
+	ran := make(chan struct{})
+	context.AfterFunc(o, func() { close(ran) })
+	stopped := context.AfterFunc(o, func() { t.Error("a stopped AfterFunc ran") })
+	if !stopped() {
+		t.Error("stop before the deadline reported false")
+	}
+	o.mu.Lock()
+	registered := len(o.funcs)
+	o.mu.Unlock()
+	if registered > 1 {
+		t.Errorf("%d functions registered, want at most 1", registered)
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("AfterFunc did not run at the deadline")
+	}
+	o.release()
+}

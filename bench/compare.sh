@@ -1,19 +1,32 @@
 #!/bin/sh
 # compare.sh: issue 4's side-by-side comparison, rerunnable anywhere the
-# repository builds: gocomm (TCP, and shared memory once it exists) against
-# Open MPI (vader and tcp BTLs, through bench/peers/mpi_bench.c under
-# mpirun) and torch.distributed's gloo (bench/peers/gloo_bench.py under
-# /usr/bin/python3), 2 ranks, float32, all-reduce 8 B .. 64 MiB and
-# broadcast, all-gather, reduce-scatter and all-to-all at 64 MiB, medians of
-# 3 interleaved runs. Extra arguments go to "commbench compare" (see
-# commbench compare -h), e.g.  bench/compare.sh -n 4 --check
+# repository builds: gocomm (TCP, and shared memory) against Open MPI
+# (vader and tcp BTLs, through bench/peers/mpi_bench.c under mpirun) and
+# torch.distributed's gloo (bench/peers/gloo_bench.py under
+# /usr/bin/python3), float32, medians of 3 interleaved runs, in two passes:
 #
-# Writes compare.json, compare.csv and compare.svg in the current directory.
+#   1. latency: all-reduce 8 B .. 8 KiB with 1000 warm-ups and 2000
+#      iterations per size (as OSU's micro-benchmarks run small messages:
+#      a few dozen iterations measure the first calls after a size change,
+#      not the steady state);
+#   2. bandwidth: the all-reduce sweep 8 B .. 64 MiB and broadcast,
+#      all-gather, reduce-scatter and all-to-all at 64 MiB, 5 warm-ups and
+#      50 iterations (at most 1 GiB moved per size).
+#
+# Extra arguments go to both passes of "commbench compare" (see commbench
+# compare -h), e.g.  bench/compare.sh -n 4 --check
+#
+# Writes compare-latency.{json,csv,svg} and compare.{json,csv,svg} in the
+# current directory.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/commbench" ./cmd/commbench)
-defaults="-n 2 -d float32 --runs 3 --json compare.json --csv compare.csv --plot compare.svg"
-# shellcheck disable=SC2086 # word splitting of defaults is intended
-"$bin/commbench" compare $defaults "$@"
+common="-n 2 -d float32 --runs 3"
+# shellcheck disable=SC2086 # word splitting of the options is intended
+"$bin/commbench" compare $common --op allreduce -b 8 -e 8K -w 1000 -i 2000 \
+	--json compare-latency.json --csv compare-latency.csv --plot compare-latency.svg "$@"
+# shellcheck disable=SC2086
+"$bin/commbench" compare $common \
+	--json compare.json --csv compare.csv --plot compare.svg "$@"

@@ -123,10 +123,16 @@ func (t *TCP) Send(ctx context.Context, peer int, h Header, payload []byte) erro
 	c := t.conns[peer]
 	select {
 	case c.writeLock <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.mb.failedCh:
-		return t.mb.sendErr(peer)
+	default:
+		// Another send holds the connection: wait for it (ctx.Done only
+		// now, as it may cost a timer).
+		select {
+		case c.writeLock <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.mb.failedCh:
+			return t.mb.sendErr(peer)
+		}
 	}
 	written, total, err := c.writeMessage(ctx, h, payload)
 	<-c.writeLock
