@@ -86,9 +86,9 @@ Series:
 
 Every series runs the same plan (cases, warm-ups, iterations). The series take
 turns, run after run, in a rotating order, and each reported time is the median
-over the runs of each run's mean: this machine's speed drifts within seconds,
-and interleaving spreads that over every series. A series that cannot start
-(no mpicc, no torch, no shared-memory path yet) is reported and left out.
+over the runs of each run's timed loop per iteration (the slowest rank's): this
+machine's speed drifts within seconds, and interleaving spreads that over every
+series. A series that cannot start (no mpicc, no torch) is reported and left out.
 
 Example (the issue 4 comparison):
   commbench compare -n 2 --runs 3 --plot compare.svg --json compare.json
@@ -493,7 +493,8 @@ type caseKey struct {
 }
 
 // Aggregate combines the runs of one series: per case, the time is the
-// median over runs of each run's mean, the min the least of the runs'
+// median over runs of each run's loop time per iteration (Sample.Loop, else
+// the mean of its iterations), the min the least of the runs'
 // minima, the median the median of their medians and the max the largest
 // maximum. Cases keep the plan's order; a case some run skipped is
 // skipped; Wrong adds up the runs' counts.
@@ -519,6 +520,9 @@ func Aggregate(series string, n int, plan Plan, runs [][]Sample) []Result {
 				continue
 			}
 			st := Stats(s.Times)
+			if s.Loop > 0 {
+				st.Mean = s.Loop
+			}
 			a.means, a.mins, a.meds, a.maxs = append(a.means, st.Mean), append(a.mins, st.Min), append(a.meds, st.Median), append(a.maxs, st.Max)
 			a.iters, a.warmup, a.root = len(s.Times), s.Warmup, s.Root
 			if s.Wrong >= 0 {
@@ -570,7 +574,7 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 	if m.Budget > 0 {
 		fmt.Fprintf(w, " (at most %s per size)", HumanSize(m.Budget))
 	}
-	fmt.Fprintf(w, "\n# time: median over %d interleaved runs of each run's mean (us); busbw in GB/s (nccl-tests factors)\n", runs)
+	fmt.Fprintf(w, "\n# time: median over %d interleaved runs of each run's loop time per iteration (us); busbw in GB/s (nccl-tests factors)\n", runs)
 	fmt.Fprintln(w, "# ratio ours/peer = our busbw / peer busbw = peer time / our time: above 1, gocomm is faster")
 	by := map[string]map[caseKey]Result{}
 	for _, r := range results {

@@ -11,9 +11,11 @@
 //     op list into a Plan of Cases; WritePlan and ParsePlan are the text
 //     form the peer harnesses read.
 //   - Timing: Run runs a Plan on a *comm.Comm. Every rank calls it with the
-//     same plan; each timed iteration is timed alone and combined across
-//     ranks (the slowest rank's), and with Plan.Check every case is run
-//     once more on known inputs and every element verified.
+//     same plan; the timed loop's duration per iteration is combined across
+//     ranks (the slowest rank's) into the reported time, as nccl-tests and
+//     OSU do; each iteration is also timed alone (min, median, max, each
+//     the slowest rank's). With Plan.Check every case is run once more on
+//     known inputs and every element verified.
 //   - Results: Summarize turns a Sample into a Result row (mean, min,
 //     median, max, algbw, busbw, #wrong); WriteRaw and ParseRaw are the raw
 //     text form every runner (ours and the harnesses) writes; TableWriter,

@@ -159,9 +159,10 @@ Columns (rank 0 prints them; one row per size):
           output and the reduce-scatter input (n blocks); the all-to-all send
           buffer; the message of send/recv and ping-pong
   count   elements in S;  type, redop, root (-1: none)
-  time    mean over the timed iterations, in microseconds; each iteration is
-          timed alone and counts as its slowest rank's time (min and median
-          are in the JSON and CSV). ping-pong: half the round trip
+  time    the timed loop's duration divided by its iterations, in
+          microseconds, the slowest rank's (as nccl-tests and OSU report);
+          min, median and max of single iterations, each its slowest rank's,
+          are in the JSON and CSV. ping-pong: half the round trip
   algbw   S / time, GB/s (1e9 bytes/s)
   busbw   algbw * factor, nccl-tests' bus bandwidth, for n ranks:
             allreduce                   2(n-1)/n

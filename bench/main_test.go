@@ -126,7 +126,7 @@ func TestCommbenchUnderALauncher(t *testing.T) {
 		t.Fatalf("%d samples", len(samples))
 	}
 	for i, s := range samples {
-		if s.Case.Op != plan.Cases[i].Op || s.Bytes != plan.Cases[i].Bytes || s.Root != plan.Cases[i].Root || s.Wrong != 0 || len(s.Times) != plan.Cases[i].Iters {
+		if s.Case.Op != plan.Cases[i].Op || s.Bytes != plan.Cases[i].Bytes || s.Root != plan.Cases[i].Root || s.Wrong != 0 || len(s.Times) != plan.Cases[i].Iters || s.Loop <= 0 {
 			t.Errorf("sample %d = %+v for case %+v", i, s, plan.Cases[i])
 		}
 	}

@@ -62,7 +62,7 @@ func (t *TableWriter) Header(m Meta) {
 		fmt.Fprintf(t.w, ", algorithms %s", m.Algo)
 	}
 	fmt.Fprintln(t.w)
-	fmt.Fprintln(t.w, "# time: mean of the timed iterations (each the slowest rank's); algbw = size/time;")
+	fmt.Fprintln(t.w, "# time: timed loop / iterations, the slowest rank's; algbw = size/time;")
 	fmt.Fprintln(t.w, "# busbw = algbw * factor (allreduce 2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; others 1)")
 }
 

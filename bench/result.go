@@ -18,6 +18,12 @@ type Sample struct {
 	// Times holds one duration per timed iteration, in seconds: for each
 	// iteration the slowest rank's. A ping-pong iteration is a round trip.
 	Times []float64
+	// Loop is the duration of the whole timed loop divided by its
+	// iterations, in seconds, the slowest rank's: the time nccl-tests and
+	// OSU's benchmarks report. It does not count a rank's waiting for
+	// another twice, as the slowest-per-iteration Times do when ranks run
+	// out of phase. 0: not measured (Times' mean stands in).
+	Loop float64
 	// Wrong counts the wrong elements of the check run over all ranks, or
 	// is -1 when the run did not check.
 	Wrong int64
@@ -77,6 +83,9 @@ func Summarize(series string, n int, dt comm.DType, redop comm.ReduceOp, s Sampl
 	st := Stats(s.Times)
 	r.Iters = len(s.Times)
 	r.TimeUS, r.MinUS, r.MedUS, r.MaxUS = st.Mean*scale, st.Min*scale, st.Median*scale, st.Max*scale
+	if s.Loop > 0 {
+		r.TimeUS = s.Loop * scale
+	}
 	r.AlgBW, r.BusBW = s.Op.Bandwidths(s.Bytes, r.TimeUS/1e6, n)
 	return r
 }
@@ -116,9 +125,11 @@ func Median(sorted []float64) float64 {
 //	gocomm-bench-raw 1
 //	ranks <n>
 //	case <op> <bytes> <warmup> <root> <wrong> <t1_us> <t2_us> ...
+//	loop <us>
 //	skip <op> <bytes> <reason ...>
 //
-// Times are microseconds, one per timed iteration (the slowest rank's).
+// Times are microseconds, one per timed iteration (the slowest rank's);
+// the optional loop line after a case is Sample.Loop in microseconds.
 const rawMagic = "gocomm-bench-raw 1"
 
 // WriteRaw writes the samples of an n-rank run in the raw format.
@@ -136,6 +147,9 @@ func WriteRaw(w io.Writer, n int, samples []Sample) error {
 			bw.WriteString(strconv.FormatFloat(t*1e6, 'g', 9, 64))
 		}
 		bw.WriteByte('\n')
+		if s.Loop > 0 {
+			fmt.Fprintf(bw, "loop %s\n", strconv.FormatFloat(s.Loop*1e6, 'g', 9, 64))
+		}
 	}
 	return bw.Flush()
 }
@@ -171,6 +185,18 @@ func ParseRaw(r io.Reader) (n int, samples []Sample, err error) {
 				return 0, nil, bad("want a positive rank count")
 			}
 			n = v
+		case "loop":
+			if len(samples) == 0 || samples[len(samples)-1].Skip != "" || samples[len(samples)-1].Loop != 0 {
+				return 0, nil, bad("a loop line belongs right after its case line")
+			}
+			if len(f) != 2 {
+				return 0, nil, bad("want loop <us>")
+			}
+			x, err := strconv.ParseFloat(f[1], 64)
+			if err != nil || x <= 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+				return 0, nil, bad(fmt.Sprintf("loop time %q is not a positive number", f[1]))
+			}
+			samples[len(samples)-1].Loop = x / 1e6
 		case "skip":
 			if len(f) < 3 {
 				return 0, nil, bad("want skip <op> <bytes> <reason>")

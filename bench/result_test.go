@@ -78,7 +78,7 @@ func approxResult(a, b Result) bool {
 
 func TestRawRoundTrip(t *testing.T) {
 	samples := []Sample{
-		{Case: Case{Op: AllReduce, Bytes: 8, Warmup: 5, Iters: 3}, Times: []float64{1.5e-6, 2e-6, 123.456789e-6}, Wrong: 0},
+		{Case: Case{Op: AllReduce, Bytes: 8, Warmup: 5, Iters: 3}, Times: []float64{1.5e-6, 2e-6, 123.456789e-6}, Loop: 40.5e-6, Wrong: 0},
 		{Case: Case{Op: Broadcast, Bytes: 64 << 20, Warmup: 1, Iters: 1, Root: 1}, Times: []float64{0.25}, Wrong: -1},
 		{Case: Case{Op: ReduceScatter, Bytes: 64 << 20}, Wrong: -1, Skip: "ProcessGroupGloo does not support\treduce_scatter"},
 	}
@@ -96,7 +96,7 @@ func TestRawRoundTrip(t *testing.T) {
 	samples[2].Skip = "ProcessGroupGloo does not support reduce_scatter" // whitespace folds
 	for i := range samples {
 		a, b := back[i], samples[i]
-		if a.Case != b.Case || a.Wrong != b.Wrong || a.Skip != b.Skip || len(a.Times) != len(b.Times) {
+		if a.Case != b.Case || a.Wrong != b.Wrong || a.Skip != b.Skip || len(a.Times) != len(b.Times) || math.Abs(a.Loop-b.Loop) > 1e-12 {
 			t.Errorf("sample %d = %+v, want %+v", i, a, b)
 			continue
 		}
@@ -108,11 +108,27 @@ func TestRawRoundTrip(t *testing.T) {
 	}
 }
 
+// The reported time is the loop's, not the mean of the per-iteration
+// maxima, which count a rank's wait for another twice when ranks run out
+// of phase.
+func TestSummarizeUsesTheLoopTime(t *testing.T) {
+	s := Sample{Case: Case{Op: AllReduce, Bytes: 8}, Times: []float64{10e-6, 130e-6, 10e-6, 130e-6}, Loop: 75e-6, Wrong: -1}
+	r := Summarize("x", 2, backend.Float32, backend.Sum, s)
+	if r.TimeUS != 75 || r.MinUS != 10 || r.MaxUS != 130 {
+		t.Errorf("time %v min %v max %v, want 75, 10, 130", r.TimeUS, r.MinUS, r.MaxUS)
+	}
+	s.Op, s.Loop = PingPong, 0
+	if r := Summarize("x", 2, backend.Float32, backend.Sum, s); r.TimeUS != 35 {
+		t.Errorf("ping-pong without a loop time: %v us, want half the mean round trip, 35", r.TimeUS)
+	}
+}
+
 // The harnesses write what ParseRaw reads: lines as mpi_bench.c and
 // gloo_bench.py print them.
 func TestParseRawFromHarnesses(t *testing.T) {
 	in := rawMagic + "\nranks 2\n" +
 		"case allreduce 8 5 0 0 17.794 1.082 1.924\n" +
+		"loop 2.5\n" +
 		"case alltoall 4096 2 0 -1 532.483 433.797\n" +
 		"skip reducescatter 4096 torch: ProcessGroupGloo does not support reduce_scatter\n" +
 		"skip allreduce 8 MPI has no avg reduction\n"
@@ -120,7 +136,7 @@ func TestParseRawFromHarnesses(t *testing.T) {
 	if err != nil || n != 2 || len(s) != 4 {
 		t.Fatalf("ParseRaw = %d, %d samples, %v", n, len(s), err)
 	}
-	if s[0].Iters != 3 || s[0].Warmup != 5 || s[1].Wrong != -1 || s[2].Skip == "" || s[3].Skip != "MPI has no avg reduction" {
+	if s[0].Iters != 3 || s[0].Warmup != 5 || s[0].Loop != 2.5e-6 || s[1].Loop != 0 || s[1].Wrong != -1 || s[2].Skip == "" || s[3].Skip != "MPI has no avg reduction" {
 		t.Errorf("samples = %+v", s)
 	}
 }
@@ -140,6 +156,9 @@ func TestParseRawErrors(t *testing.T) {
 		{rawMagic + "\nranks 2\nskip allreduce\n", "want skip"},
 		{rawMagic + "\nranks 2\nskip allreduce x why\n", "bad size"},
 		{rawMagic + "\nranks 2\nhello\n", "unknown item"},
+		{rawMagic + "\nranks 2\nloop 3\n", "right after its case"},
+		{rawMagic + "\nranks 2\ncase allreduce 8 5 0 0 1\nloop 3\nloop 4\n", "right after its case"},
+		{rawMagic + "\nranks 2\ncase allreduce 8 5 0 0 1\nloop -3\n", "loop time"},
 	}
 	for _, tt := range tests {
 		if _, _, err := ParseRaw(strings.NewReader(tt.in)); err == nil || !strings.Contains(err.Error(), tt.want) {

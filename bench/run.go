@@ -96,6 +96,7 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 			}
 		}
 		ts := times[:cs.Iters]
+		l0 := time.Now()
 		for it := range ts {
 			t0 := time.Now()
 			if err := once(); err != nil {
@@ -103,8 +104,12 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 			}
 			ts[it] = time.Since(t0).Seconds()
 		}
+		loop := []float64{time.Since(l0).Seconds() / float64(len(ts))}
 		if err := comm.AllReduce(ctx, c, ts, ts, comm.Max); err != nil {
 			return fail("combining times", err)
+		}
+		if err := comm.AllReduce(ctx, c, loop, loop, comm.Max); err != nil {
+			return fail("combining loop times", err)
 		}
 		wrong := []int64{-1}
 		if plan.Check {
@@ -118,7 +123,7 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 			}
 		}
 		if me == 0 {
-			s := Sample{Case: cs, Times: append([]float64(nil), ts...), Wrong: wrong[0]}
+			s := Sample{Case: cs, Times: append([]float64(nil), ts...), Loop: loop[0], Wrong: wrong[0]}
 			samples = append(samples, s)
 			if hooks.Done != nil {
 				hooks.Done(i, s)

@@ -244,11 +244,14 @@ def main():
         for _ in range(max(0, warmup - 1)):
             once()
         times = torch.zeros(iters, dtype=torch.float64)
+        l0 = time.perf_counter()
         for it in range(iters):
             t0 = time.perf_counter()
             once()
             times[it] = time.perf_counter() - t0
+        loop = torch.tensor([(time.perf_counter() - l0) / iters], dtype=torch.float64)
         dist.all_reduce(times, op=dist.ReduceOp.MAX)
+        dist.all_reduce(loop, op=dist.ReduceOp.MAX)
         nwrong = -1
         if plan["check"]:
             prepare()
@@ -257,6 +260,7 @@ def main():
             dist.all_reduce(w)
             nwrong = int(w.item())
         lines.append(f"case {op} {nbytes} {warmup} {root} {nwrong} " + " ".join(f"{t * 1e6:.9g}" for t in times.tolist()))
+        lines.append(f"loop {loop.item() * 1e6:.9g}")
     if rank == 0:
         with open(sys.argv[2], "w") as f:
             f.write("\n".join(lines) + "\n")
