@@ -205,12 +205,19 @@ type Rendezvous struct {
 //	                                     halving-doubling (hd), tree, pairwise, linear
 //	GOCOMM_SECRET         Secret         shared secret authenticating data connections
 //	GOCOMM_SOCKET_HOST    ListenHost     host/IP data connections bind to and publish
+//	GOCOMM_TRANSPORT      Transport      auto (default: shared memory between ranks of one
+//	                                     host, TCP between hosts), tcp, or shm
+//	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
+//	                                     boot id): ranks with equal ids share memory
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)
 //	GOCOMM_DEBUG          Logger         1/debug, info, warn, error: log to stderr at that
 //	                                     level (when Options.Logger is nil); 0 or empty: off
-//	GOCOMM_PROFILE        -              comms-logger configuration, read by the profiler
+//	GOCOMM_PROFILE        Profile        comms-logger configuration: 1, JSON, or a JSON file
+//	                                     (a whole DeepSpeed config's comms_logger block)
+//	GOCOMM_PROFILE_OPS, _VERBOSE, _DEBUG, _LAYOUT, GOCOMM_TRACE_DIR
+//	                      Profile        the profiler's details; see package profile
 type Environment struct {
 	Launcher             Launcher
 	Rank, Size           int

@@ -2,7 +2,7 @@
 // byte layer under the native backend.
 //
 // An Endpoint sends a message to a peer and receives messages matched by
-// (communicator, sequence number, tag, sender). Two implementations share
+// (communicator, sequence number, tag, sender). The implementations share
 // one mailbox, so they behave the same:
 //
 //   - TCP (ConnectTCP): one connection per pair of ranks, addresses
@@ -10,6 +10,13 @@
 //     framed messages with bounded sizes, one reader goroutine per
 //     connection that reads payloads straight into posted receive
 //     buffers;
+//   - Hybrid (ConnectHybrid, ConnectSHM): ranks on one host, found by host
+//     identity (HostIdentity: host name and boot id, or a given HostID),
+//     map one segment with a single-producer ring per ordered pair; a
+//     receive polls the rings itself (spin, then yield, then a futex
+//     sleep, so that more ranks than cores do not collapse), a background
+//     drainer empties rings whose producer waits for room; peers on other
+//     hosts go over TCP. The native backend's default (TransportAuto);
 //   - Inproc (NewInprocWorld): all ranks in one process, for tests.
 //
 // Matching. Per key (Comm, Seq, Tag) and sender, messages are delivered in
