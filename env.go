@@ -31,7 +31,9 @@ package comm
 // there); for MPI launchers with every rank on one host, a file store in
 // os.TempDir() named by the job's id; for SLURM (and MPI launchers inside
 // a SLURM allocation), rank 0 hosts the TCP store on the first host of the
-// node list, on a port derived from SLURM_JOB_ID and SLURM_STEP_ID.
+// node list, on a port derived from SLURM_JOB_ID and SLURM_STEP_ID; for MPI
+// launchers on several hosts in a -tags mpi build, rank 0 hosts it on a
+// free port whose address MPI broadcasts (mpi.Bootstrap).
 // Anything else is an error that says which variables to set.
 
 import (
@@ -50,6 +52,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/backend/mpi"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/transport"
@@ -158,6 +161,10 @@ const (
 	// RendezvousFile: a file store at Path, on a file system every rank
 	// sees.
 	RendezvousFile
+	// RendezvousMPI: under an MPI launcher on several hosts, in a build
+	// with -tags mpi, rank 0 picks a free port and MPI broadcasts its
+	// address (mpi.Bootstrap); rank 0 then hosts a TCP store there.
+	RendezvousMPI
 )
 
 func (k RendezvousKind) String() string {
@@ -170,6 +177,8 @@ func (k RendezvousKind) String() string {
 		return "agent-tcp"
 	case RendezvousFile:
 		return "file"
+	case RendezvousMPI:
+		return "mpi-bootstrap"
 	}
 	return "RendezvousKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -537,12 +546,15 @@ func (e envReader) rendezvous(env *Environment) (Rendezvous, error) {
 	if r, ok, err := e.slurmRendezvous(env); ok || err != nil {
 		return r, err
 	}
+	if (env.Launcher == LauncherOpenMPI || env.Launcher == LauncherPMI) && mpi.Available() {
+		return Rendezvous{Kind: RendezvousMPI, From: "MPI: rank 0's address broadcast over MPI_COMM_WORLD (a -tags mpi build)"}, nil
+	}
 	init := EnvInitMethod + "=file:///shared/dir/job-<id>.store"
 	hint := "mpirun -x MASTER_ADDR=<rank 0's host> -x MASTER_PORT=29500"
 	if env.Launcher == LauncherPMI {
 		hint = "mpiexec -genv MASTER_ADDR <rank 0's host> -genv MASTER_PORT 29500"
 	}
-	return Rendezvous{}, envErr("world of %d ranks on several hosts started by %s, but no meeting place: set %s and %s (%s), or %s on a shared file system", env.Size, env.Launcher, EnvMasterAddr, EnvMasterPort, hint, init)
+	return Rendezvous{}, envErr("world of %d ranks on several hosts started by %s, but no meeting place: set %s and %s (%s), or %s on a shared file system, or build with -tags mpi to meet through MPI", env.Size, env.Launcher, EnvMasterAddr, EnvMasterPort, hint, init)
 }
 
 // masterHostPort validates MASTER_ADDR and MASTER_PORT.
@@ -1071,6 +1083,18 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 	}
 	var st rendezvous.Store
 	var closers []func() error
+	if r.Kind == RendezvousMPI {
+		// Every rank learns where rank 0's store will be; from here on
+		// it is a TCP rendezvous.
+		info, err := mpi.Bootstrap(ctx, cfg.listenHost)
+		if err != nil {
+			return nil, fail(err)
+		}
+		if info.Rank != cfg.rank || info.Size != cfg.size {
+			return nil, fail(fmt.Errorf("MPI says rank %d of %d, the environment rank %d of %d", info.Rank, info.Size, cfg.rank, cfg.size))
+		}
+		r.Kind, r.Addr = RendezvousTCP, net.JoinHostPort(info.MasterAddr, strconv.Itoa(info.MasterPort))
+	}
 	switch r.Kind {
 	case RendezvousTCP:
 		addr := r.Addr

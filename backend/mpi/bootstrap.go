@@ -141,3 +141,7 @@ func freeAddr(host string) (string, error) {
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port)), nil
 }
+
+// Available reports whether this build has MPI (true: built with cgo and
+// -tags mpi).
+func Available() bool { return true }

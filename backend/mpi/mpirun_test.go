@@ -140,6 +140,16 @@ func TestBootstrapNative(t *testing.T) {
 	}
 }
 
+// Under mpirun on "several hosts" (each rank told it is alone on its
+// host) with no MASTER_ADDR, comm.Init meets through MPI by itself and the
+// world runs on the native backend.
+func TestInitMeetsThroughMPI(t *testing.T) {
+	out, err := mpirun(t, 3, "bootstrap-init", 3*time.Minute)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, tail(out, 40))
+	}
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
@@ -160,6 +170,8 @@ func child(role string) error {
 		return runConformance(ctx, mpi.FunneledName, conformance.QuickCases())
 	case "bootstrap":
 		return childBootstrap(ctx)
+	case "bootstrap-init":
+		return childBootstrapInit(ctx)
 	case "world-info":
 		return childWorldInfo(ctx)
 	}
@@ -420,6 +432,37 @@ func childBootstrap(ctx context.Context) error {
 		Rank: info.Rank, Size: info.Size, LocalRank: info.LocalRank, LocalSize: info.LocalSize,
 		MasterAddr: info.MasterAddr, MasterPort: info.MasterPort, Backend: "native",
 	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := []int64{int64(c.Rank())}
+	if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
+		return err
+	}
+	if buf[0] != 3 {
+		return fmt.Errorf("sum of ranks = %d, want 3", buf[0])
+	}
+	return nil
+}
+
+// childBootstrapInit: comm.Init finds no meeting place in the environment
+// of a several-host MPI job and asks MPI.
+func childBootstrapInit(ctx context.Context) error {
+	for k, v := range map[string]string{
+		"OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+		comm.EnvSocketHost: "127.0.0.1", comm.EnvBackend: "native",
+	} {
+		os.Setenv(k, v)
+	}
+	env, err := comm.ReadEnvironment(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if env.Rendezvous.Kind != comm.RendezvousMPI {
+		return fmt.Errorf("rendezvous %v (from %s), want %v", env.Rendezvous.Kind, env.Rendezvous.From, comm.RendezvousMPI)
+	}
+	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
 		return err
 	}

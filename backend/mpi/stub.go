@@ -31,3 +31,7 @@ func (Driver) Open(context.Context, backend.Config) (backend.Comm, error) {
 func Bootstrap(ctx context.Context, host string) (BootstrapInfo, error) {
 	return BootstrapInfo{}, unavailable()
 }
+
+// Available reports whether this build has MPI (false: built without
+// cgo or -tags mpi).
+func Available() bool { return false }
