@@ -520,10 +520,7 @@ func Aggregate(series string, n int, plan Plan, runs [][]Sample) []Result {
 				continue
 			}
 			st := Stats(s.Times)
-			if s.Loop > 0 {
-				st.Mean = s.Loop
-			}
-			a.means, a.mins, a.meds, a.maxs = append(a.means, st.Mean), append(a.mins, st.Min), append(a.meds, st.Median), append(a.maxs, st.Max)
+			a.means, a.mins, a.meds, a.maxs = append(a.means, s.time(st)), append(a.mins, st.Min), append(a.meds, st.Median), append(a.maxs, st.Max)
 			a.iters, a.warmup, a.root = len(s.Times), s.Warmup, s.Root
 			if s.Wrong >= 0 {
 				a.checked = true

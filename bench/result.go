@@ -82,12 +82,18 @@ func Summarize(series string, n int, dt comm.DType, redop comm.ReduceOp, s Sampl
 	}
 	st := Stats(s.Times)
 	r.Iters = len(s.Times)
-	r.TimeUS, r.MinUS, r.MedUS, r.MaxUS = st.Mean*scale, st.Min*scale, st.Median*scale, st.Max*scale
-	if s.Loop > 0 {
-		r.TimeUS = s.Loop * scale
-	}
+	r.TimeUS, r.MinUS, r.MedUS, r.MaxUS = s.time(st)*scale, st.Min*scale, st.Median*scale, st.Max*scale
 	r.AlgBW, r.BusBW = s.Op.Bandwidths(s.Bytes, r.TimeUS/1e6, n)
 	return r
+}
+
+// time is the sample's reported time per iteration: Loop when measured,
+// else the mean of Times (st, their statistics).
+func (s Sample) time(st Summary) float64 {
+	if s.Loop > 0 {
+		return s.Loop
+	}
+	return st.Mean
 }
 
 // Summary holds the statistics of a set of durations.

@@ -21,38 +21,7 @@ func benchWorld(b *testing.B, name string, cfg worldConfig) []Endpoint {
 func BenchmarkPingPong(b *testing.B) {
 	for _, name := range []string{"inproc", "tcp"} {
 		b.Run(name+"/8B", func(b *testing.B) {
-			eps := benchWorld(b, name, worldConfig{})
-			ctx := context.Background()
-			h := Header{Comm: 1, Tag: 1, Sig: sig(8)}
-			ping, pong := make([]byte, 8), make([]byte, 8)
-			done := make(chan error, 1)
-			go func() {
-				for range b.N {
-					if _, err := eps[1].Recv(ctx, 0, h, pong); err != nil {
-						done <- err
-						return
-					}
-					if err := eps[1].Send(ctx, 0, h, pong); err != nil {
-						done <- err
-						return
-					}
-				}
-				done <- nil
-			}()
-			b.ResetTimer()
-			for range b.N {
-				if err := eps[0].Send(ctx, 1, h, ping); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := eps[0].Recv(ctx, 1, h, ping); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/2, "hop-us")
+			pingPong(b, benchWorld(b, name, worldConfig{}), 8)
 		})
 	}
 }

@@ -103,26 +103,32 @@ func buildTCP(t testing.TB, n int, cfg worldConfig) []Endpoint {
 // connectTCPWorld connects n TCP endpoints over 127.0.0.1 through an
 // in-memory store; tweak adjusts each rank's options.
 func connectTCPWorld(n int, tweak func(*TCPOptions)) ([]*TCP, error) {
+	return connectWorld(n, func(ctx context.Context, store *memStore, r int) (*TCP, error) {
+		o := TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}
+		if tweak != nil {
+			tweak(&o)
+		}
+		return ConnectTCP(ctx, store, o)
+	})
+}
+
+// connectWorld connects the n ranks of a world at once through one
+// in-memory store; on any failure it closes the endpoints that connected.
+func connectWorld[E Endpoint](n int, connect func(ctx context.Context, store *memStore, rank int) (E, error)) ([]E, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	store := newMemStore()
-	eps := make([]*TCP, n)
+	eps := make([]E, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {
-		wg.Go(func() {
-			o := TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}
-			if tweak != nil {
-				tweak(&o)
-			}
-			eps[r], errs[r] = ConnectTCP(ctx, store, o)
-		})
+		wg.Go(func() { eps[r], errs[r] = connect(ctx, store, r) })
 	}
 	wg.Wait()
 	for r, err := range errs {
 		if err != nil {
-			for _, e := range eps {
-				if e != nil {
+			for i, e := range eps {
+				if errs[i] == nil {
 					e.Close()
 				}
 			}

@@ -58,33 +58,13 @@ func buildHybridWorld(t testing.TB, n int, cfg worldConfig, mode TransportMode, 
 // connectHybridWorld connects n Hybrid endpoints through an in-memory
 // store; tweak adjusts each rank's options.
 func connectHybridWorld(n int, tweak func(*HybridOptions)) ([]*Hybrid, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	store := newMemStore()
-	eps := make([]*Hybrid, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			o := HybridOptions{TCPOptions: TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}}
-			if tweak != nil {
-				tweak(&o)
-			}
-			eps[r], errs[r] = ConnectHybrid(ctx, store, o)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			for _, e := range eps {
-				if e != nil {
-					e.Close()
-				}
-			}
-			return nil, fmt.Errorf("rank %d: %w", r, err)
+	return connectWorld(n, func(ctx context.Context, store *memStore, r int) (*Hybrid, error) {
+		o := HybridOptions{TCPOptions: TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}}
+		if tweak != nil {
+			tweak(&o)
 		}
-	}
-	return eps, nil
+		return ConnectHybrid(ctx, store, o)
+	})
 }
 
 // shmWorld is a 2-rank shared-memory world with 64 KiB rings and 16 KiB

@@ -1,5 +1,32 @@
 #include "textflag.h"
 
+// F16BINARY(op) sets d[i] = d[i] op s[i] for n elements (n a multiple of
+// 16), sixteen at a time: widen, compute in float32, narrow to nearest
+// even. Arguments: d+0(FP), s+8(FP), n+16(FP).
+#define F16BINARY(op) \
+	MOVQ d+0(FP), DI \
+	MOVQ s+8(FP), SI \
+	MOVQ n+16(FP), CX \
+	SHRQ $4, CX \
+	JZ   done \
+loop: \
+	VCVTPH2PS (DI), Y0 \
+	VCVTPH2PS 16(DI), Y1 \
+	VCVTPH2PS (SI), Y2 \
+	VCVTPH2PS 16(SI), Y3 \
+	op        Y2, Y0, Y0 \
+	op        Y3, Y1, Y1 \
+	VCVTPS2PH $0, Y0, (DI) \
+	VCVTPS2PH $0, Y1, 16(DI) \
+	ADDQ      $32, DI \
+	ADDQ      $32, SI \
+	DECQ      CX \
+	JNZ       loop \
+	VZEROUPPER \
+done: \
+	RET
+
+
 // func cpuHasF16C() bool
 TEXT ·cpuHasF16C(SB), NOSPLIT, $0-1
 	MOVL $1, AX
@@ -24,51 +51,11 @@ no:
 
 // func f16AddAVX(d, s *uint16, n int)
 TEXT ·f16AddAVX(SB), NOSPLIT, $0-24
-	MOVQ d+0(FP), DI
-	MOVQ s+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $4, CX
-	JZ   addDone
-addLoop:
-	VCVTPH2PS (DI), Y0
-	VCVTPH2PS 16(DI), Y1
-	VCVTPH2PS (SI), Y2
-	VCVTPH2PS 16(SI), Y3
-	VADDPS    Y2, Y0, Y0
-	VADDPS    Y3, Y1, Y1
-	VCVTPS2PH $0, Y0, (DI)
-	VCVTPS2PH $0, Y1, 16(DI)
-	ADDQ      $32, DI
-	ADDQ      $32, SI
-	DECQ      CX
-	JNZ       addLoop
-	VZEROUPPER
-addDone:
-	RET
+	F16BINARY(VADDPS)
 
 // func f16MulAVX(d, s *uint16, n int)
 TEXT ·f16MulAVX(SB), NOSPLIT, $0-24
-	MOVQ d+0(FP), DI
-	MOVQ s+8(FP), SI
-	MOVQ n+16(FP), CX
-	SHRQ $4, CX
-	JZ   mulDone
-mulLoop:
-	VCVTPH2PS (DI), Y0
-	VCVTPH2PS 16(DI), Y1
-	VCVTPH2PS (SI), Y2
-	VCVTPH2PS 16(SI), Y3
-	VMULPS    Y2, Y0, Y0
-	VMULPS    Y3, Y1, Y1
-	VCVTPS2PH $0, Y0, (DI)
-	VCVTPS2PH $0, Y1, 16(DI)
-	ADDQ      $32, DI
-	ADDQ      $32, SI
-	DECQ      CX
-	JNZ       mulLoop
-	VZEROUPPER
-mulDone:
-	RET
+	F16BINARY(VMULPS)
 
 // func f16DivAVX(b *uint16, x float32, n int)
 TEXT ·f16DivAVX(SB), NOSPLIT, $0-24
