@@ -105,6 +105,7 @@ const (
 	EnvSocketHost = "GOCOMM_SOCKET_HOST"
 	EnvTransport  = "GOCOMM_TRANSPORT" // auto, tcp or shm
 	EnvHostID     = "GOCOMM_HOST_ID"   // replaces the detected host identity
+	EnvSingleCopy = "GOCOMM_SHM_SINGLE_COPY"
 	EnvInitMethod = "GOCOMM_INIT_METHOD"
 	EnvDebug      = "GOCOMM_DEBUG"
 	EnvProfile    = "GOCOMM_PROFILE"
@@ -218,6 +219,8 @@ type Rendezvous struct {
 //	                                     host, TCP between hosts), tcp, or shm
 //	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
 //	                                     boot id): ranks with equal ids share memory
+//	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
+//	                                     memory on one host (bytes, or off); default 512 KiB+1
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)
@@ -841,7 +844,7 @@ func resolve(opts Options) (config, error) {
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
 		listenHost: opts.ListenHost, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport: backend.TransportConfig{Mode: opts.Transport, HostID: opts.HostID},
+		transport: backend.TransportConfig{Mode: opts.Transport, HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes},
 	}
 	if cfg.size == 0 {
 		env, err := e.read()
@@ -1016,6 +1019,16 @@ func (e envReader) resolveKnobs(cfg *config) error {
 	}
 	if cfg.transport.HostID == "" {
 		cfg.transport.HostID = e.get(EnvHostID)
+	}
+	if v := e.get(EnvSingleCopy); v != "" && cfg.transport.SingleCopyBytes == 0 {
+		n, err := strconv.Atoi(v)
+		switch {
+		case v == "off" || v == "0":
+			n = -1
+		case err != nil || n < 0:
+			return envErr("%s=%q: want a message size in bytes (e.g. 524289) or off", EnvSingleCopy, v)
+		}
+		cfg.transport.SingleCopyBytes = n
 	}
 	overrides := []struct {
 		name string

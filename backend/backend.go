@@ -34,6 +34,10 @@ type Config struct {
 // can simulate several hosts on one machine; "" detects it.
 type TransportConfig struct {
 	Mode, HostID string
+	// SingleCopyBytes is the smallest message a rank copies straight out
+	// of a peer's memory on its host (transport.SHMOptions); 0 is the
+	// default, negative off.
+	SingleCopyBytes int
 }
 
 // Algorithms forces the algorithm of each kind of collective; Auto (the

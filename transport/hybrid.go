@@ -2,11 +2,13 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // TransportMode says how a Hybrid endpoint reaches its peers.
@@ -94,6 +96,16 @@ type Hybrid struct {
 	in     []*ringIn     // by world rank
 	ins    []*ringIn     // the non-nil ones
 	shmErr error         // why this host fell back to TCP, if it did
+
+	// Single copy (see recSingle): sends of at least singleMin bytes
+	// (0: never) to peers that can read this process's memory go as
+	// their address; probe is the word peers test that on.
+	singleMin int
+	probe     *uint64
+	singleIn  atomic.Int64 // messages this rank copied out of a peer's memory
+	// singleLazy leaves single-copy records nobody receives yet in their
+	// rings (see onSingle); guarded by the poller role.
+	singleLazy bool
 
 	// The poller role: one goroutine at a time drains the inbound rings.
 	role      atomic.Int32
@@ -277,7 +289,7 @@ func (e *Hybrid) SharedMemory(peer int) bool {
 // runs such sends inline instead of in a goroutine of their own, whose
 // scheduling costs more than the copy on a busy host.
 func (e *Hybrid) SendsBuffered(peer, n int) bool {
-	return e.SharedMemory(peer) && n <= e.opts.RingBytes/2
+	return e.SharedMemory(peer) && n <= e.opts.RingBytes/2 && (e.singleMin <= 0 || n < e.singleMin)
 }
 
 // SHMError says why ranks on this host that could share memory use TCP
@@ -317,6 +329,9 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	if atomic.LoadUint32(o.cons.closed) != 0 {
 		return &PeerError{Peer: peer, Err: ErrPeerClosed}
 	}
+	if e.singleMin > 0 && len(payload) >= e.singleMin && atomic.LoadUint32(o.ctl.single) != 0 {
+		return e.sendSingle(ctx, o, &h, payload)
+	}
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
 		return e.mb.sendErr(peer)
 	} else if err != nil {
@@ -324,6 +339,42 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	}
 	published, err := e.writeMessage(ctx, o, &h, payload)
 	o.lock.unlock()
+	return e.sendResult(o.peer, published, err)
+}
+
+// sendSingle sends a message the peer copies straight out of payload: it
+// publishes a single-copy record with payload's address and waits until
+// the peer has freed it, which the peer does after copying. payload must
+// not move meanwhile; Go's heap does not move objects, and the wait keeps
+// it alive.
+func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) error {
+	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
+		return e.mb.sendErr(o.peer)
+	} else if err != nil {
+		return err
+	}
+	span := recordSpan(8)
+	off, err := e.reserve(ctx, o, span, true)
+	if err != nil {
+		o.lock.unlock()
+		return e.sendResult(o.peer, 0, err)
+	}
+	putFirstHeader(o.d, off, h, len(payload), 8)
+	o.d[off+8] = recSingle
+	binary.LittleEndian.PutUint64(o.d[off+recHeader:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(payload)))))
+	o.publish(off, span)
+	end := o.tail
+	o.lock.unlock()
+	_, err = e.waitHead(ctx, o, end, true, true)
+	runtime.KeepAlive(payload)
+	return e.sendResult(o.peer, 1, err)
+}
+
+// sendResult turns the outcome of writing a message into a ring (with
+// published records of it out) into Send's error. A message cut short
+// after its first record cannot be taken back: the connection to the peer
+// is closed and the endpoint aborts, as with TCP.
+func (e *Hybrid) sendResult(peer, published int, err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -392,6 +443,7 @@ func (e *Hybrid) recvDirect(ctx context.Context, peer int, h *Header, buf []byte
 		mine = e.in[peer]
 	}
 	key := keyOf(h)
+	e.singleLazy = true
 	// ctx.Err, not ctx.Done: a context may create its channel and timer
 	// only once somebody waits on it, which the polling here never does.
 	for polls := 0; ; polls++ {
@@ -529,6 +581,9 @@ func (e *Hybrid) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool, bo *
 	}
 	for {
 		completed := e.completed
+		// Until the wait gets long, single-copy messages nobody receives
+		// yet wait in their rings for receives about to be posted.
+		e.singleLazy = bo.phase != phaseSleep
 		progress := e.drainUntil(r) > 0
 		if isClosed(r.done) {
 			return false
@@ -557,7 +612,7 @@ func (e *Hybrid) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool, bo *
 			atomic.AddUint32(e.me.sleepers, 1)
 			v := atomic.LoadUint32(e.me.wake)
 			if !e.ready() && !isClosed(r.done) {
-				sleepOn(e.me.wake, v, ctxDone, r.done, e.mb.failedCh)
+				sleepOn(e.me.wake, v, maxSleep, ctxDone, r.done, e.mb.failedCh)
 			}
 			atomic.AddUint32(e.me.sleepers, ^uint32(0))
 		}
@@ -597,7 +652,7 @@ func (e *Hybrid) drainLoop() {
 	seen := atomic.LoadUint32(e.me.drain)
 	for {
 		atomic.StoreUint32(e.me.bgAsleep, 1)
-		sleepOn(e.me.drain, seen, e.drainStop, nil, nil)
+		sleepOn(e.me.drain, seen, maxSleep, e.drainStop, nil, nil)
 		atomic.StoreUint32(e.me.bgAsleep, 0)
 		if isClosed(e.drainStop) {
 			return
@@ -606,6 +661,7 @@ func (e *Hybrid) drainLoop() {
 		// A busy role needs no help: its holder drains, and asks again
 		// when it lets go while a producer still waits (afterRole).
 		if e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
+			e.singleLazy = false
 			e.drainAll()
 			e.role.Store(0)
 			if e.waiters.Load() > 0 {

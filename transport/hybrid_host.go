@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"unsafe"
 )
 
 var errNoSHMHere = fmt.Errorf("the shared-memory transport is not available on %s", runtime.GOOS)
@@ -78,6 +81,7 @@ func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, h
 		}
 		defer os.Remove(path) // idempotent; the normal path removes it earlier
 		writeSegmentHeader(mem, l, local)
+		e.advertise(mem, l, me)
 		if err := store.Set(ctx, base+"/segment", []byte(strconv.Itoa(so.RingBytes)+" "+path)); err != nil {
 			unmapSegment(mem)
 			return nil, wrap(err)
@@ -135,6 +139,8 @@ func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, h
 		if oerr == nil {
 			if oerr = checkSegmentHeader(mem, l, local); oerr != nil {
 				unmapSegment(mem)
+			} else {
+				e.advertise(mem, l, me)
 			}
 		}
 	}
@@ -166,9 +172,45 @@ func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, h
 	return nil, nil
 }
 
-// attach builds the endpoint's rings over a mapped segment.
+// advertise writes this rank's process id and the address of its probe
+// word into its consumer block, for peers to test whether they can copy
+// straight out of this process's memory (see recSingle). Every rank does
+// it before it reports the segment mapped, so all have when attach runs.
+func (e *Hybrid) advertise(mem []byte, l shmLayout, me int) {
+	pid := os.Getpid()
+	e.probe = new(uint64)
+	*e.probe = probeValue(pid)
+	c := consumerAt(mem, l.consBlock(me))
+	atomic.StoreUint64(c.probe, uint64(uintptr(unsafe.Pointer(e.probe))))
+	atomic.StoreUint64(c.pid, uint64(pid))
+}
+
+// probeValue is what a rank's probe word holds.
+func probeValue(pid int) uint64 { return 0x676f636f6d6d5052 ^ uint64(pid) }
+
+// canReadPeer reports whether this process can copy out of the memory of
+// the rank owning consumer block c: it reads the rank's probe word there.
+// Ranks in other PID namespaces, a kernel that forbids tracing the peer,
+// or a seccomp filter make it fail.
+func canReadPeer(c consumerWords) (pid int, ok bool) {
+	pid = int(atomic.LoadUint64(c.pid))
+	addr := atomic.LoadUint64(c.probe)
+	if pid <= 0 || addr == 0 {
+		return pid, false
+	}
+	var got [8]byte
+	if readPeer(pid, addr, got[:]) != nil {
+		return pid, false
+	}
+	return pid, binary.NativeEndian.Uint64(got[:]) == probeValue(pid)
+}
+
+// attach builds the endpoint's rings over a mapped segment. It tells each
+// peer whether this rank can copy out of its memory (the ring's single
+// word), unless single copy is off here.
 func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
 	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
+	e.singleMin = max(so.SingleCopyBytes, 0)
 	e.me = consumerAt(mem, l.consBlock(me))
 	for k, p := range local {
 		if k == me {
@@ -185,6 +227,12 @@ func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOpti
 			peer: p,
 			d:    mem[l.ring(k, me) : l.ring(k, me)+l.ringBytes],
 			ctl:  ringAt(mem, l.ringCtl(k, me)),
+		}
+		if so.SingleCopyBytes > 0 {
+			in.pid, in.single = canReadPeer(out.cons)
+			if in.single {
+				atomic.StoreUint32(in.ctl.single, 1)
+			}
 		}
 		e.out[p], e.in[p] = out, in
 		e.outs = append(e.outs, out)

@@ -63,9 +63,10 @@ type inflightMsg struct {
 
 // message is a fully arrived message nobody has received yet.
 type message struct {
-	from int
-	h    Header
-	data []byte
+	from   int
+	h      Header
+	data   []byte
+	pooled bool // data came from getBig and goes back once copied out
 }
 
 // keyQueue holds the receives and the messages of one key.
@@ -269,6 +270,9 @@ func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte
 				return nil, -1, err
 			}
 			copy(buf, m.data)
+			if m.pooled {
+				putBig(m.data)
+			}
 			return nil, m.from, nil
 		}
 	}
@@ -439,7 +443,7 @@ func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte) {
 		mb.complete(r)
 		return
 	}
-	mb.deliverLocked(im.from, im.h, data)
+	mb.deliverLocked(im.from, im.h, data, false)
 }
 
 // dropInflight ends an in-flight message whose connection failed; the
@@ -612,15 +616,22 @@ func (mb *mailbox) failMismatchedLocked(from int, h *Header) {
 // mailbox now owns: it is copied into a matching posted receive, or queued.
 func (mb *mailbox) deliver(from int, h Header, data []byte) {
 	mb.mu.Lock()
-	mb.deliverLocked(from, h, data)
+	mb.deliverLocked(from, h, data, false)
+}
+
+// deliverPooled is deliver for data from getBig, which returns to the
+// pool once copied into a receive.
+func (mb *mailbox) deliverPooled(from int, h Header, data []byte) {
+	mb.mu.Lock()
+	mb.deliverLocked(from, h, data, true)
 }
 
 // deliverLocked is deliver with mb.mu held; it unlocks it.
-func (mb *mailbox) deliverLocked(from int, h Header, data []byte) {
+func (mb *mailbox) deliverLocked(from int, h Header, data []byte, pooled bool) {
 	r, what := mb.matchLocked(from, &h, len(data))
 	switch what {
 	case arriveQueue:
-		m := &message{from: from, h: h, data: data}
+		m := &message{from: from, h: h, data: data, pooled: pooled}
 		key := keyOf(&h)
 		kq := mb.byKey[key]
 		if kq == nil {
@@ -643,6 +654,9 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte) {
 		mb.mu.Unlock()
 		copy(r.buf, data)
 		mb.complete(r)
+		if pooled {
+			putBig(data)
+		}
 	default:
 		mb.mu.Unlock()
 	}

@@ -27,9 +27,15 @@ import (
 //	             +64  bgAsleep  uint32  the rank's drainer is asleep
 //	             +68  drain     uint32  futex the drainer sleeps on
 //	             +128 closed    uint32  the rank closed its endpoint
+//	             +192 pid       uint64  the rank's process id
+//	             +200 probe     uint64  address of a word in the rank's memory
+//	                                    holding probeValue(pid), for peers to
+//	                                    test single-copy reads
 //	...        ring controls, one per ordered pair (128 bytes each):
 //	             +0   head      uint64  bytes the consumer has freed (consumer writes)
 //	             +8   space     uint32  futex a producer waiting for room sleeps on
+//	             +16  single    uint32  the consumer can read the producer's memory:
+//	                                    single-copy records welcome (consumer writes)
 //	             +64  waiting   uint32  the producer waits for room (producer writes)
 //	page-aligned rings, RingBytes each: records.
 //
@@ -50,9 +56,19 @@ import (
 // ring, and the receiver copies each piece straight into the posted
 // buffer. A goodbye record is the last a producer writes: the consumer
 // sees it after every message before it.
+//
+// A single-copy record (kind single) carries a whole message that stays
+// in the sender's memory: its payload is the message's address there
+// (uint64), and the consumer copies the message straight from the
+// sender's process into the receive's buffer (Linux cross-memory attach,
+// process_vm_readv), one copy instead of two through the ring. The sender
+// waits until the consumer has freed the record, which it does only after
+// the copy. Producers write such records only to consumers that set the
+// ring's single word, having read a probe word of the producer's memory
+// at set-up.
 const (
 	shmMagic      = 0x4d48534d4f434f47 // "GOCOMSHM"
-	shmVersion    = 1
+	shmVersion    = 2
 	cacheLine     = 64
 	shmPage       = 4096
 	recHeader     = 64
@@ -73,6 +89,19 @@ const (
 	// maxSleep bounds one futex sleep, a safety net: every event that
 	// matters wakes a sleeper explicitly.
 	maxSleep = time.Second
+	// singlePatience is how long a single-copy send waits for its
+	// receiver to come and copy the message into the receive's buffer
+	// before it asks the receiver's drainer to copy it into a buffer of
+	// its own (which costs a second copy, into fresh memory). A receiver
+	// blocked in the transport (receiving, or sending itself) copies at
+	// once; one still computing its side of a step needs a little time.
+	singlePatience = 50 * time.Millisecond
+)
+
+// Values of a ring's waiting word.
+const (
+	waitRoom = 1 // the producer waits for room: drain the ring
+	waitCopy = 2 // the producer waits for a single-copy receive, patiently
 )
 
 // Record kinds.
@@ -81,6 +110,7 @@ const (
 	recMore    = 2
 	recGoodbye = 3
 	recPad     = 4
+	recSingle  = 5
 )
 
 // SHMOptions tunes the shared-memory rings of a Hybrid endpoint. Zero
@@ -100,6 +130,13 @@ type SHMOptions struct {
 	// CPUs); YieldWait how long it polls between yields before it sleeps
 	// on a futex (default 1ms). Negative disables the phase.
 	SpinWait, YieldWait time.Duration
+	// SingleCopyBytes is the smallest message that the receiver copies
+	// straight out of the sender's memory instead of through the ring
+	// (where the kernel allows it: process_vm_readv between the ranks'
+	// processes; Linux only). Default: just above RingBytes/2, the
+	// largest send that completes inline. Negative disables single copy.
+	// It only affects this rank's sends.
+	SingleCopyBytes int
 	// Dir is the directory of the segment file (default /dev/shm, else
 	// os.TempDir()). The file is removed as soon as every rank mapped it.
 	Dir string
@@ -121,6 +158,9 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 	}
 	if o.ChunkBytes < 1 || o.ChunkBytes > o.RingBytes/4 {
 		return o, fmt.Errorf("comm: transport: SHMOptions.ChunkBytes %d not in [1, RingBytes/4 = %d]", o.ChunkBytes, o.RingBytes/4)
+	}
+	if o.SingleCopyBytes == 0 {
+		o.SingleCopyBytes = o.RingBytes/2 + 1
 	}
 	if o.SpinWait == 0 {
 		o.SpinWait = defaultSpinWait
@@ -219,6 +259,7 @@ type consumerWords struct {
 	sleepers, wake  *uint32
 	bgAsleep, drain *uint32
 	closed          *uint32
+	pid, probe      *uint64
 }
 
 func consumerAt(mem []byte, off int) consumerWords {
@@ -228,6 +269,8 @@ func consumerAt(mem []byte, off int) consumerWords {
 		bgAsleep: word32(mem, off+cacheLine),
 		drain:    word32(mem, off+cacheLine+4),
 		closed:   word32(mem, off+2*cacheLine),
+		pid:      word64(mem, off+3*cacheLine),
+		probe:    word64(mem, off+3*cacheLine+8),
 	}
 }
 
@@ -243,11 +286,12 @@ func (c consumerWords) wakePoller() {
 type ringWords struct {
 	head    *uint64
 	space   *uint32
+	single  *uint32
 	waiting *uint32
 }
 
 func ringAt(mem []byte, off int) ringWords {
-	return ringWords{head: word64(mem, off), space: word32(mem, off+8), waiting: word32(mem, off+cacheLine)}
+	return ringWords{head: word64(mem, off), space: word32(mem, off+8), single: word32(mem, off+16), waiting: word32(mem, off+cacheLine)}
 }
 
 // Record header access. d is a ring; off a record's offset in it.
@@ -357,9 +401,8 @@ func (b *backoff) yieldCPU() {
 
 // sleepOn sleeps on the futex word while it holds val, until a wake, a
 // change of the word, or one of the channels becomes ready (a helper
-// goroutine then wakes the sleeper), at most maxSleep. Nil channels are
-// ignored.
-func sleepOn(word *uint32, val uint32, a, b, c <-chan struct{}) {
+// goroutine then wakes the sleeper), at most d. Nil channels are ignored.
+func sleepOn(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
 	stop := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
@@ -374,7 +417,7 @@ func sleepOn(word *uint32, val uint32, a, b, c <-chan struct{}) {
 		atomic.AddUint32(word, 1)
 		futexWake(word)
 	}()
-	futexWait(word, val, maxSleep)
+	futexWait(word, val, d)
 	close(stop)
 	<-exited
 }

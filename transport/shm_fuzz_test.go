@@ -31,6 +31,9 @@ func FuzzSHMRing(f *testing.F) {
 	binary.LittleEndian.PutUint64(huge[56:], 1<<62) // total beyond any message
 	f.Add(append(huge, make([]byte, 8)...))
 	f.Add(append(append([]byte{}, first[:8]...), 99)) // unknown kind
+	single := append([]byte{}, first...)
+	single[8] = recSingle
+	f.Add(append(single, 0, 0x10, 0, 0, 0, 0, 0, 0)) // a message at an unmapped address
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ws := shmWorld(t, 2)
 		sender, recv := ws[1], ws[0]

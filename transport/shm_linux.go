@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // shmSupported says whether this platform has shared-memory rings: mmap of
@@ -104,4 +106,29 @@ func bootID() string {
 		return ""
 	}
 	return string(b)
+}
+
+// readPeer copies len(dst) bytes from address addr of process pid into
+// dst with process_vm_readv (cross-memory attach: one copy, by the
+// kernel, from the other process's pages). It fails if the kernel refuses
+// (no permission to trace pid, a seccomp filter) or the range is not
+// mapped there.
+func readPeer(pid int, addr uint64, dst []byte) error {
+	for len(dst) > 0 {
+		local := [1]unix.Iovec{{Base: &dst[0]}}
+		local[0].SetLen(len(dst))
+		remote := [1]unix.RemoteIovec{{Base: uintptr(addr), Len: len(dst)}}
+		n, err := unix.ProcessVMReadv(pid, local[:], remote[:], 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return fmt.Errorf("process_vm_readv of %d bytes at %#x in process %d: %w", len(dst), addr, pid, err)
+		case n <= 0:
+			return fmt.Errorf("process_vm_readv of %d bytes at %#x in process %d: nothing readable", len(dst), addr, pid)
+		}
+		dst = dst[n:]
+		addr += uint64(n)
+	}
+	return nil
 }

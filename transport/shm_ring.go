@@ -2,9 +2,11 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // ringOut is this rank's producing end of the ring to one peer on its host.
@@ -32,6 +34,10 @@ type ringIn struct {
 	cur  inStream // the message being taken in, if any
 	bye  bool     // the goodbye was consumed: nothing follows
 	dead bool     // the ring broke its protocol and is ignored
+	// pid is the peer's process; single says this rank can read its
+	// memory (and told it so through the ring's single word).
+	pid    int
+	single bool
 }
 
 // inStream is a message taken in record by record; it mirrors what a TCP
@@ -162,9 +168,8 @@ func (o *ringOut) fits(span int) bool {
 	return o.tail+uint64(span)-o.seenHead <= uint64(len(o.d))
 }
 
-// waitRoom waits until span more bytes fit in the ring: spinning, then
-// yielding, then asking the consumer's drainer to empty the ring and
-// sleeping until the consumer frees room.
+// waitRoom waits until span more bytes fit in the ring; the caller holds
+// o.lock.
 func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bool) error {
 	if o.fits(span) {
 		return nil
@@ -173,42 +178,80 @@ func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bo
 	if o.fits(span) {
 		return nil
 	}
+	head, err := e.waitHead(ctx, o, o.tail+uint64(span)-uint64(len(o.d)), failFast, false)
+	o.seenHead = max(o.seenHead, head)
+	return err
+}
+
+// waitHead waits until the consumer has freed the ring up to byte
+// position need, and returns the head it saw: spinning, then yielding,
+// then asking the consumer's drainer to empty the ring and sleeping until
+// the consumer frees room. With failFast it gives up when the endpoint
+// fails. It does not need o.lock.
+//
+// A single-copy send waits patiently: past its spin phase it drains this
+// rank's own rings when no receive does (a peer may be blocked sending to
+// this rank just as this rank is), and it summons the peer's drainer only
+// after singlePatience.
+func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast, patient bool) (uint64, error) {
+	head := atomic.LoadUint64(o.ctl.head)
+	if head >= need {
+		return head, nil
+	}
 	failed := e.mb.failedCh
 	if !failFast {
 		failed = nil
+	}
+	var start time.Time
+	if patient {
+		start = time.Now()
 	}
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return head, ctx.Err()
 		case <-failed:
-			return errRingFailed
+			return head, errRingFailed
 		default:
 		}
 		if atomic.LoadUint32(o.cons.closed) != 0 {
-			return errRingPeerClosed
+			return head, errRingPeerClosed
 		}
-		switch bo.next() {
-		case phaseYield:
+		phase := bo.next()
+		if patient && phase != phaseSpin && e.role.CompareAndSwap(0, 1) {
+			// Lazily at first: a receive of this rank may be about to be
+			// posted for what a peer sends.
+			e.singleLazy = phase == phaseYield
+			e.drain()
+			e.role.Store(0)
+			e.afterRole()
+		}
+		switch {
+		case phase == phaseYield:
 			bo.yieldCPU()
-		case phaseSleep:
-			atomic.StoreUint32(o.ctl.waiting, 1)
+		case phase == phaseSleep && patient && time.Since(start) < singlePatience:
+			atomic.StoreUint32(o.ctl.waiting, waitCopy)
+			v := atomic.LoadUint32(o.ctl.space)
+			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
+				sleepOn(o.ctl.space, v, singlePatience-time.Since(start), ctx.Done(), failed, nil)
+			}
+			atomic.StoreUint32(o.ctl.waiting, 0)
+		case phase == phaseSleep:
+			atomic.StoreUint32(o.ctl.waiting, waitRoom)
 			v := atomic.LoadUint32(o.ctl.space)
 			// Nobody may be polling the ring: wake the peer's drainer.
 			atomic.AddUint32(o.cons.drain, 1)
 			if atomic.LoadUint32(o.cons.bgAsleep) != 0 {
 				futexWake(o.cons.drain)
 			}
-			o.seenHead = atomic.LoadUint64(o.ctl.head)
-			if !o.fits(span) && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, ctx.Done(), failed, nil)
+			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
+				sleepOn(o.ctl.space, v, maxSleep, ctx.Done(), failed, nil)
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
 		}
-		o.seenHead = atomic.LoadUint64(o.ctl.head)
-		if o.fits(span) {
-			return nil
+		if head = atomic.LoadUint64(o.ctl.head); head >= need {
+			return head, nil
 		}
 	}
 }
@@ -257,7 +300,7 @@ func (e *Hybrid) drainRing(in *ringIn, until *recvOp) int {
 			break
 		}
 		kind, ln := recKind(in.d, off)
-		if kind == recFirst && until != nil && isClosed(until.done) {
+		if (kind == recFirst || kind == recSingle) && until != nil && isClosed(until.done) {
 			break
 		}
 		span := recordSpan(ln)
@@ -272,6 +315,11 @@ func (e *Hybrid) drainRing(in *ringIn, until *recvOp) int {
 			err = e.onFirst(in, off, ln)
 		case kind == recMore:
 			err = e.onMore(in, off, ln)
+		case kind == recSingle:
+			var leave bool
+			if leave, err = e.onSingle(in, off, ln); leave {
+				return n
+			}
 		case kind == recGoodbye && !in.cur.active:
 			in.bye = true
 		case kind == recGoodbye:
@@ -324,7 +372,7 @@ func (e *Hybrid) streaming() bool {
 // rank.
 func (e *Hybrid) producerWaiting() bool {
 	for _, in := range e.ins {
-		if atomic.LoadUint32(in.ctl.waiting) != 0 {
+		if atomic.LoadUint32(in.ctl.waiting) == waitRoom {
 			return true
 		}
 	}
@@ -360,6 +408,82 @@ func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
 	}
 	e.onPiece(in, piece)
 	return nil
+}
+
+// onSingle takes a single-copy record: it copies the message out of the
+// sender's memory into the receive posted for it, or into a buffer of its
+// own for the unexpected queue, before the record is freed (which
+// releases the sender). While e.singleLazy is set it does neither for a
+// message nobody receives yet and reports leave: the record stays at the
+// ring's head, as a receive is likely about to be posted for it.
+func (e *Hybrid) onSingle(in *ringIn, off, ln int) (leave bool, err error) {
+	if in.cur.active {
+		return false, fmt.Errorf("a message starts inside a %d-byte message", in.cur.total)
+	}
+	if !in.single {
+		return false, fmt.Errorf("a single-copy record, but this rank cannot read rank %d's memory", in.peer)
+	}
+	h, total64 := getFirstHeader(in.d, off)
+	if ln != 8 || total64 > maxMessage || total64 > uint64(maxInt) {
+		return false, fmt.Errorf("bad single-copy record: %d-byte payload for a %d-byte message", ln, total64)
+	}
+	total := int(total64)
+	addr := binary.LittleEndian.Uint64(in.d[off+recHeader:])
+	fail := func(err error) error {
+		return fmt.Errorf("copying rank %d's %d-byte message out of its memory: %v", in.peer, total, err)
+	}
+	r, what := e.mb.arrive(in.peer, h, total)
+	if what == arriveQueue && e.singleLazy {
+		return true, nil
+	}
+	switch what {
+	case arriveDirect:
+		// Marked as streaming, so that a failed copy releases r.
+		in.cur = inStream{active: true, h: h, total: total, what: arriveDirect, r: r}
+		if err := readPeer(in.pid, addr, r.buf); err != nil {
+			return false, fail(err)
+		}
+		in.cur = inStream{}
+		e.mb.complete(r)
+		e.completed++
+	case arriveQueue:
+		data, err := readPeerBuffer(in.pid, addr, total)
+		if err != nil {
+			return false, fail(err)
+		}
+		e.mb.deliverPooled(in.peer, h, data)
+	}
+	e.singleIn.Add(1)
+	return false, nil
+}
+
+// readPeerBuffer copies a total-byte message out of process pid into a
+// buffer of its own: a recycled one up to 256 MiB, else one that grows as
+// the copy succeeds, so that a bogus length costs at most twice what the
+// peer has mapped, not what it announced.
+func readPeerBuffer(pid int, addr uint64, total int) ([]byte, error) {
+	if total <= 256<<20 {
+		data := getBig(total)
+		if err := readPeer(pid, addr, data); err != nil {
+			putBig(data)
+			return nil, err
+		}
+		return data, nil
+	}
+	data := make([]byte, 16<<20)
+	done := 0
+	for {
+		if err := readPeer(pid, addr+uint64(done), data[done:]); err != nil {
+			return nil, err
+		}
+		done = len(data)
+		if done == total {
+			return data, nil
+		}
+		grown := make([]byte, min(2*done, total))
+		copy(grown, data)
+		data = grown
+	}
 }
 
 func (e *Hybrid) onMore(in *ringIn, off, ln int) error {

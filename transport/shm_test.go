@@ -71,11 +71,18 @@ func connectHybridWorld(n int, tweak func(*HybridOptions)) ([]*Hybrid, error) {
 // pieces, for white-box tests.
 func shmWorld(t *testing.T, n int) []*Hybrid {
 	t.Helper()
+	return shmWorldWith(t, n, SHMOptions{})
+}
+
+// shmWorldWith is shmWorld with other options beside the ring sizes.
+func shmWorldWith(t *testing.T, n int, so SHMOptions) []*Hybrid {
+	t.Helper()
+	so.RingBytes, so.ChunkBytes = minRingBytes, 16<<10
 	ws, err := connectHybridWorld(n, func(o *HybridOptions) {
 		o.Prefix = t.Name()
 		o.Transport = TransportSHM
 		o.HostID = "host0"
-		o.SHM = SHMOptions{RingBytes: minRingBytes, ChunkBytes: 16 << 10}
+		o.SHM = so
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +224,7 @@ func TestHybridRoutes(t *testing.T) {
 // stays usable, and if part was, the endpoint aborts and the peer sees
 // the connection lost, as with TCP.
 func TestSHMSendCancel(t *testing.T) {
-	ws := shmWorld(t, 2)
+	ws := shmWorldWith(t, 2, SHMOptions{SingleCopyBytes: -1}) // through the ring
 	ctx := tctx(t)
 	ws[1].role.Store(1) // nobody drains rank 1's rings
 	h := Header{Seq: 1, Sig: sig(1)}

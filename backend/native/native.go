@@ -50,6 +50,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	// host (transport.HostTopology).
 	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
 		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: mode,
+		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes},
 	})
 	if err != nil {
 		return nil, err
