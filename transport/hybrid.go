@@ -365,7 +365,7 @@ func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload 
 	o.publish(off, span)
 	end := o.tail
 	o.lock.unlock()
-	_, err = e.waitHead(ctx, o, end, true, true)
+	err = e.waitCopied(ctx, o, end)
 	runtime.KeepAlive(payload)
 	return e.sendResult(o.peer, 1, err)
 }

@@ -178,7 +178,7 @@ func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bo
 	if o.fits(span) {
 		return nil
 	}
-	head, err := e.waitHead(ctx, o, o.tail+uint64(span)-uint64(len(o.d)), failFast, false)
+	head, err := e.waitHead(ctx, o, o.tail+uint64(span)-uint64(len(o.d)), failFast)
 	o.seenHead = max(o.seenHead, head)
 	return err
 }
@@ -188,12 +188,7 @@ func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bo
 // then asking the consumer's drainer to empty the ring and sleeping until
 // the consumer frees room. With failFast it gives up when the endpoint
 // fails. It does not need o.lock.
-//
-// A single-copy send waits patiently: past its spin phase it drains this
-// rank's own rings when no receive does (a peer may be blocked sending to
-// this rank just as this rank is), and it summons the peer's drainer only
-// after singlePatience.
-func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast, patient bool) (uint64, error) {
+func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast bool) (uint64, error) {
 	head := atomic.LoadUint64(o.ctl.head)
 	if head >= need {
 		return head, nil
@@ -201,10 +196,6 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 	failed := e.mb.failedCh
 	if !failFast {
 		failed = nil
-	}
-	var start time.Time
-	if patient {
-		start = time.Now()
 	}
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
@@ -218,26 +209,10 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 		if atomic.LoadUint32(o.cons.closed) != 0 {
 			return head, errRingPeerClosed
 		}
-		phase := bo.next()
-		if patient && phase != phaseSpin && e.role.CompareAndSwap(0, 1) {
-			// Lazily at first: a receive of this rank may be about to be
-			// posted for what a peer sends.
-			e.singleLazy = phase == phaseYield
-			e.drain()
-			e.role.Store(0)
-			e.afterRole()
-		}
-		switch {
-		case phase == phaseYield:
+		switch bo.next() {
+		case phaseYield:
 			bo.yieldCPU()
-		case phase == phaseSleep && patient && time.Since(start) < singlePatience:
-			atomic.StoreUint32(o.ctl.waiting, waitCopy)
-			v := atomic.LoadUint32(o.ctl.space)
-			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, singlePatience-time.Since(start), ctx.Done(), failed, nil)
-			}
-			atomic.StoreUint32(o.ctl.waiting, 0)
-		case phase == phaseSleep:
+		case phaseSleep:
 			atomic.StoreUint32(o.ctl.waiting, waitRoom)
 			v := atomic.LoadUint32(o.ctl.space)
 			// Nobody may be polling the ring: wake the peer's drainer.
@@ -252,6 +227,61 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 		}
 		if head = atomic.LoadUint64(o.ctl.head); head >= need {
 			return head, nil
+		}
+	}
+}
+
+// waitCopied waits until the peer has copied a single-copy message out
+// of this process (freed the ring up to need), as waitHead waits for room,
+// with two differences. Past its spin phase it drains this rank's own
+// rings when no receive does, since a peer may be blocked sending to this
+// rank just as this rank is: lazily while it yields (a receive of this
+// rank may be about to be posted), fully once it sleeps. And it summons
+// the peer's drainer only after singlePatience, sleeping until then
+// (woken when the peer frees the record).
+func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64) error {
+	failed := e.mb.failedCh
+	start := time.Now()
+	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	for {
+		if atomic.LoadUint64(o.ctl.head) >= need {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-failed:
+			return errRingFailed
+		default:
+		}
+		if atomic.LoadUint32(o.cons.closed) != 0 {
+			return errRingPeerClosed
+		}
+		phase := bo.next()
+		if phase != phaseSpin && len(e.ins) > 0 && e.role.CompareAndSwap(0, 1) {
+			e.singleLazy = phase == phaseYield
+			e.drain()
+			e.role.Store(0)
+			e.afterRole()
+		}
+		switch phase {
+		case phaseYield:
+			bo.yieldCPU()
+		case phaseSleep:
+			w, d := uint32(waitCopy), singlePatience-time.Since(start)
+			if d <= 0 {
+				w, d = waitRoom, maxSleep
+				atomic.AddUint32(o.cons.drain, 1)
+				if atomic.LoadUint32(o.cons.bgAsleep) != 0 {
+					futexWake(o.cons.drain)
+				}
+			}
+			atomic.StoreUint32(o.ctl.waiting, w)
+			v := atomic.LoadUint32(o.ctl.space)
+			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
+				sleepOn(o.ctl.space, v, d, ctx.Done(), failed, nil)
+			}
+			atomic.StoreUint32(o.ctl.waiting, 0)
 		}
 	}
 }
