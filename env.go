@@ -220,7 +220,7 @@ type Rendezvous struct {
 //	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
 //	                                     boot id): ranks with equal ids share memory
 //	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
-//	                                     memory on one host (bytes, or off); default 512 KiB+1
+//	                                     memory on one host (bytes, or off); default 256 KiB
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)
@@ -1026,7 +1026,7 @@ func (e envReader) resolveKnobs(cfg *config) error {
 		case v == "off" || v == "0":
 			n = -1
 		case err != nil || n < 0:
-			return envErr("%s=%q: want a message size in bytes (e.g. 524289) or off", EnvSingleCopy, v)
+			return envErr("%s=%q: want a message size in bytes (e.g. 262144) or off", EnvSingleCopy, v)
 		}
 		cfg.transport.SingleCopyBytes = n
 	}

@@ -383,8 +383,23 @@ func TestResolveKnobs(t *testing.T) {
 		t.Errorf("Options overridden: %+v, %v", cfg, err)
 	}
 
+	for _, tt := range []struct {
+		env  string
+		opt  int
+		want int
+	}{
+		{"", 0, 0}, {"GOCOMM_SHM_SINGLE_COPY=1048576", 0, 1 << 20}, {"GOCOMM_SHM_SINGLE_COPY=off", 0, -1},
+		{"GOCOMM_SHM_SINGLE_COPY=0", 0, -1}, {"GOCOMM_SHM_SINGLE_COPY=off", 4096, 4096},
+	} {
+		cfg, err := resolve(Options{SingleCopyBytes: tt.opt, Getenv: envOf(tt.env)})
+		if err != nil || cfg.transport.SingleCopyBytes != tt.want {
+			t.Errorf("%q with Options %d: single copy from %d bytes, %v; want %d", tt.env, tt.opt, cfg.transport.SingleCopyBytes, err, tt.want)
+		}
+	}
+
 	for _, bad := range [][]string{
 		{"GOCOMM_TIMEOUT=soon"}, {"DEEPSPEED_TIMEOUT=later"}, {"GOCOMM_DEBUG=loud"}, {"GOCOMM_ALGO_ALLREDUCE=magic"},
+		{"GOCOMM_SHM_SINGLE_COPY=big"}, {"GOCOMM_SHM_SINGLE_COPY=-5"},
 	} {
 		_, err := resolve(Options{Getenv: envOf(bad...)})
 		name, _, _ := strings.Cut(bad[0], "=")

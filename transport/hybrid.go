@@ -117,6 +117,10 @@ type Hybrid struct {
 	// Close takes it to unmap.
 	mapMu    sync.RWMutex
 	unmapped bool // guarded by mapMu
+	// mapRefs counts Close's reference to the mapping (1 until Close) and
+	// the sends StartSend began and finish has not ended, which outlive
+	// their hold on mapMu; the last reference unmaps.
+	mapRefs atomic.Int64
 
 	drainStop chan struct{} // closed to stop the drainer
 	wg        sync.WaitGroup
@@ -139,6 +143,7 @@ type HostTopology interface {
 var (
 	_ Endpoint     = (*Hybrid)(nil)
 	_ HostTopology = (*Hybrid)(nil)
+	_ SendStarter  = (*Hybrid)(nil)
 )
 
 // ConnectHybrid joins the world described by opts: it publishes this
@@ -310,26 +315,12 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	if o == nil {
 		return e.t.Send(ctx, peer, h, payload)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	// A peer that said goodbye set its closed flag first (below), so the
-	// mailbox only needs asking once it failed.
-	if isClosed(e.mb.failedCh) {
-		return e.mb.sendErr(peer)
-	}
-	if uint64(len(payload)) > maxMessage {
-		return fmt.Errorf("comm: transport: message of %d bytes exceeds the limit %d", len(payload), uint64(maxMessage))
-	}
 	e.mapMu.RLock()
 	defer e.mapMu.RUnlock()
-	if e.unmapped {
-		return ErrClosed
+	if err := e.sendChecks(ctx, peer, payload); err != nil {
+		return err
 	}
-	if atomic.LoadUint32(o.cons.closed) != 0 {
-		return &PeerError{Peer: peer, Err: ErrPeerClosed}
-	}
-	if e.singleMin > 0 && len(payload) >= e.singleMin && atomic.LoadUint32(o.ctl.single) != 0 {
+	if e.SendsStartable(peer, len(payload)) {
 		return e.sendSingle(ctx, o, &h, payload)
 	}
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
@@ -342,22 +333,51 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	return e.sendResult(o.peer, published, err)
 }
 
-// sendSingle sends a message the peer copies straight out of payload: it
-// publishes a single-copy record with payload's address and waits until
-// the peer has freed it, which the peer does after copying. payload must
-// not move meanwhile; Go's heap does not move objects, and the wait keeps
-// it alive.
-func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) error {
-	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
-		return e.mb.sendErr(o.peer)
-	} else if err != nil {
+// sendChecks are the checks of a send to peer on this host before it
+// touches the ring; the caller holds mapMu shared.
+func (e *Hybrid) sendChecks(ctx context.Context, peer int, payload []byte) error {
+	if err := ctx.Err(); err != nil {
 		return err
+	}
+	// A peer that said goodbye set its closed flag first (below), so the
+	// mailbox only needs asking once it failed.
+	if isClosed(e.mb.failedCh) {
+		return e.mb.sendErr(peer)
+	}
+	if uint64(len(payload)) > maxMessage {
+		return fmt.Errorf("comm: transport: message of %d bytes exceeds the limit %d", len(payload), uint64(maxMessage))
+	}
+	if e.unmapped {
+		return ErrClosed
+	}
+	if atomic.LoadUint32(e.out[peer].cons.closed) != 0 {
+		return &PeerError{Peer: peer, Err: ErrPeerClosed}
+	}
+	return nil
+}
+
+// sendSingle sends a message the peer copies straight out of payload.
+func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) error {
+	return e.startSingle(ctx, o, h, payload)(ctx)
+}
+
+// startSingle publishes a single-copy record with payload's address and
+// returns the wait until the peer has freed it, which the peer does after
+// copying. payload must not move meanwhile: Go's heap does not move
+// objects, and finish keeps it alive.
+func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) (finish func(context.Context) error) {
+	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
+		err = e.mb.sendErr(o.peer)
+		return func(context.Context) error { return err }
+	} else if err != nil {
+		return func(context.Context) error { return err }
 	}
 	span := recordSpan(8)
 	off, err := e.reserve(ctx, o, span, true)
 	if err != nil {
 		o.lock.unlock()
-		return e.sendResult(o.peer, 0, err)
+		err = e.sendResult(o.peer, 0, err)
+		return func(context.Context) error { return err }
 	}
 	putFirstHeader(o.d, off, h, len(payload), 8)
 	o.d[off+8] = recSingle
@@ -365,9 +385,49 @@ func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload 
 	o.publish(off, span)
 	end := o.tail
 	o.lock.unlock()
-	err = e.waitCopied(ctx, o, end)
-	runtime.KeepAlive(payload)
-	return e.sendResult(o.peer, 1, err)
+	return func(ctx context.Context) error {
+		err := e.waitCopied(ctx, o, end)
+		runtime.KeepAlive(payload)
+		return e.sendResult(o.peer, 1, err)
+	}
+}
+
+// SendsStartable reports whether a send of n bytes to peer goes by single
+// copy, so that StartSend returns with the send in progress.
+func (e *Hybrid) SendsStartable(peer, n int) bool {
+	o := e.outTo(peer)
+	return o != nil && e.singleMin > 0 && n >= e.singleMin && atomic.LoadUint32(o.ctl.single) != 0
+}
+
+func (e *Hybrid) outTo(peer int) *ringOut {
+	if peer < 0 || peer >= e.size {
+		return nil
+	}
+	return e.out[peer]
+}
+
+// StartSend starts a send (see SendStarter): a single-copy send is
+// published and finished by finish; any other send runs at once.
+func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
+	e.mapMu.RLock()
+	if e.unmapped || !e.SendsStartable(peer, len(payload)) {
+		e.mapMu.RUnlock()
+		err := e.Send(ctx, peer, h, payload)
+		return func(context.Context) error { return err }
+	}
+	if err := e.sendChecks(ctx, peer, payload); err != nil {
+		e.mapMu.RUnlock()
+		return func(context.Context) error { return err }
+	}
+	// The send outlives this hold on mapMu (the caller receives
+	// meanwhile, which takes it again): it keeps the mapping instead.
+	e.mapRefs.Add(1)
+	wait := e.startSingle(ctx, e.out[peer], &h, payload)
+	e.mapMu.RUnlock()
+	return func(ctx context.Context) error {
+		defer e.unrefMap()
+		return wait(ctx)
+	}
 }
 
 // sendResult turns the outcome of writing a message into a ring (with
@@ -761,9 +821,17 @@ func (e *Hybrid) Close() error {
 	e.wg.Wait()
 	e.mapMu.Lock()
 	e.unmapped = true
-	unmapSegment(e.seg)
+	e.unrefMap()
 	e.mapMu.Unlock()
 	return nil
+}
+
+// unrefMap drops a reference to the mapping: Close's, or a started send's
+// (see StartSend). The last one unmaps the segment.
+func (e *Hybrid) unrefMap() {
+	if e.mapRefs.Add(-1) == 0 {
+		unmapSegment(e.seg)
+	}
 }
 
 // sayGoodbye writes the goodbye record after o's last message. It reports

@@ -210,6 +210,7 @@ func canReadPeer(c consumerWords) (pid int, ok bool) {
 // word), unless single copy is off here.
 func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
 	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
+	e.mapRefs.Store(1) // Close's
 	e.singleMin = max(so.SingleCopyBytes, 0)
 	e.me = consumerAt(mem, l.consBlock(me))
 	for k, p := range local {

@@ -215,3 +215,63 @@ func singleCopyExpected() bool {
 	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
 	return err != nil || strings.TrimSpace(string(b)) == "0"
 }
+
+// TestSHMStartSend: StartSend of a single-copy message returns at once;
+// both ranks start, then receive on the same goroutine, then finish. Small
+// sends run at once. A started send whose endpoint closes before finish
+// ends with ErrClosed, and the mapping it reads stays until it has.
+func TestSHMStartSend(t *testing.T) {
+	const n = 1 << 20
+	ws := shmWorld(t, 2)
+	ctx := tctx(t)
+	h := Header{Comm: 1, Seq: 1, Sig: sig(n)}
+	if !ws[0].SendsStartable(1, n) || ws[0].SendsStartable(1, 100) || ws[0].SendsStartable(0, n) || ws[0].SendsStartable(7, n) {
+		t.Fatal("SendsStartable: want single-copy sizes to peers only")
+	}
+	bufs := [2][]byte{make([]byte, n), make([]byte, n)}
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() {
+			finish := ws[r].StartSend(ctx, 1-r, h, payload(uint64(20+r), n))
+			_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
+			if ferr := finish(ctx); err == nil {
+				err = ferr
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(bufs[0], payload(21, n)) || !bytes.Equal(bufs[1], payload(20, n)) {
+		t.Fatal("messages corrupted")
+	}
+	if ws[0].singleIn.Load() != 1 || ws[1].singleIn.Load() != 1 {
+		t.Fatal("not copied out of the senders' memory")
+	}
+	small := Header{Comm: 1, Seq: 2, Sig: sig(8)}
+	if err := ws[0].StartSend(ctx, 1, small, payload(5, 8))(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws[1].Recv(ctx, 0, small, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Nobody receives; rank 0 closes while its send is started.
+	ws[1].role.Store(1)
+	finish := ws[0].StartSend(ctx, 1, Header{Comm: 1, Seq: 3, Sig: sig(n)}, make([]byte, n))
+	closed := make(chan error, 1)
+	go func() { closed <- ws[0].Close() }()
+	if err := finish(ctx); !errors.Is(err, ErrClosed) && !errors.Is(err, ErrAborted) {
+		t.Fatalf("started send after Close: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	ws[1].role.Store(0)
+}

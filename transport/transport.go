@@ -81,6 +81,22 @@ type BufferedSender interface {
 	SendsBuffered(peer, n int) bool
 }
 
+// SendStarter is implemented by endpoints that can start some sends
+// without waiting and finish them later: a single-copy send to a peer on
+// this host only publishes where the message is, and is done once the peer
+// has copied it, which needs nothing more from the sender. A caller can
+// then receive on the same goroutine meanwhile instead of running the send
+// on a goroutine of its own.
+type SendStarter interface {
+	// SendsStartable reports whether StartSend of n bytes to peer starts
+	// a send in progress (else it sends at once, as Send does).
+	SendsStartable(peer, n int) bool
+	// StartSend starts sending payload to peer. finish must be called
+	// exactly once, before payload is modified or reused; it waits until
+	// the send is done and returns Send's error.
+	StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error)
+}
+
 // Errors. They are matched with errors.Is; the comm package re-exports them.
 var (
 	// ErrClosed: the local endpoint was closed.

@@ -146,13 +146,20 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	// connections, so a send never waits for the matching receive.
 	// Small sends go first on this goroutine: the socket takes them at
 	// once, and a goroutine hand-off would cost more than the send.
+	// Sends the endpoint can start and finish later (single-copy sends
+	// through shared memory) are started here and finished after the
+	// receives: no goroutine, and no thread waiting beside the receive.
 	var sendDone chan error
+	var started []startedSend
 	if len(st.Sends) > 0 {
-		if len(st.Recvs) == 0 || e.inlineSends(st.Sends) {
+		switch {
+		case len(st.Recvs) > 0 && e.startableSends(st.Sends):
+			started = e.startSends(ctx, i, st.Sends)
+		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
 			if err := e.sends(ctx, i, st.Sends); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
-		} else {
+		default:
 			sendDone = make(chan error, 1)
 			go func() { sendDone <- e.sends(ctx, i, st.Sends) }()
 		}
@@ -168,7 +175,46 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 			err = serr
 		}
 	}
+	for _, s := range started {
+		if serr := s.finish(ctx); serr != nil && err == nil {
+			err = e.fail(ctx, s.peer, i, "sending to", serr)
+		}
+	}
 	return err
+}
+
+// startedSend is a send StartSend began.
+type startedSend struct {
+	peer   int
+	finish func(context.Context) error
+}
+
+// startableSends reports whether the endpoint can start every send of a
+// step and finish it later (transport.SendStarter).
+func (e *execution) startableSends(xs []algo.Xfer) bool {
+	ss, ok := e.c.ep.(transport.SendStarter)
+	if !ok {
+		return false
+	}
+	for _, x := range xs {
+		if !ss.SendsStartable(e.c.members[x.Peer], x.Len*e.esize) {
+			return false
+		}
+	}
+	return true
+}
+
+// startSends starts a step's sends; each must be finished.
+func (e *execution) startSends(ctx context.Context, step int, xs []algo.Xfer) []startedSend {
+	ss := e.c.ep.(transport.SendStarter)
+	started := make([]startedSend, len(xs))
+	for j, x := range xs {
+		h := e.hdr
+		h.Tag = e.tag(step, e.sendOrd[x.Peer])
+		e.sendOrd[x.Peer]++
+		started[j] = startedSend{x.Peer, ss.StartSend(ctx, e.c.members[x.Peer], h, e.span(x.Buf, x.Off, x.Len))}
+	}
+	return started
 }
 
 // inlineSendBytes bounds the sends of a step that run before its receives
