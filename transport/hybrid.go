@@ -358,14 +358,16 @@ func (e *Hybrid) sendChecks(ctx context.Context, peer int, payload []byte) error
 
 // sendSingle sends a message the peer copies straight out of payload.
 func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) error {
-	return e.startSingle(ctx, o, h, payload)(ctx)
+	return e.startSingle(ctx, o, h, payload, true)(ctx)
 }
 
 // startSingle publishes a single-copy record with payload's address and
 // returns the wait until the peer has freed it, which the peer does after
 // copying. payload must not move meanwhile: Go's heap does not move
 // objects, and finish keeps it alive.
-func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload []byte) (finish func(context.Context) error) {
+// A started (not blocking) send's caller receives before it finishes, so
+// finish need not take in messages nobody receives yet.
+func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload []byte, blocking bool) (finish func(context.Context) error) {
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
 		err = e.mb.sendErr(o.peer)
 		return func(context.Context) error { return err }
@@ -386,7 +388,7 @@ func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload
 	end := o.tail
 	o.lock.unlock()
 	return func(ctx context.Context) error {
-		err := e.waitCopied(ctx, o, end)
+		err := e.waitCopied(ctx, o, end, blocking)
 		runtime.KeepAlive(payload)
 		return e.sendResult(o.peer, 1, err)
 	}
@@ -422,7 +424,7 @@ func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []by
 	// The send outlives this hold on mapMu (the caller receives
 	// meanwhile, which takes it again): it keeps the mapping instead.
 	e.mapRefs.Add(1)
-	wait := e.startSingle(ctx, e.out[peer], &h, payload)
+	wait := e.startSingle(ctx, e.out[peer], &h, payload, false)
 	e.mapMu.RUnlock()
 	return func(ctx context.Context) error {
 		defer e.unrefMap()

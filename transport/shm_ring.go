@@ -234,12 +234,13 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 // waitCopied waits until the peer has copied a single-copy message out
 // of this process (freed the ring up to need), as waitHead waits for room,
 // with two differences. Past its spin phase it drains this rank's own
-// rings when no receive does, since a peer may be blocked sending to this
-// rank just as this rank is: lazily while it yields (a receive of this
-// rank may be about to be posted), fully once it sleeps. And it summons
-// the peer's drainer only after singlePatience, sleeping until then
-// (woken when the peer frees the record).
-func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64) error {
+// rings when no receive does: lazily (a receive of this rank may be about
+// to be posted for what is there), and fully once it sleeps if the send
+// is a plain Send (blocking), whose caller may be one of two ranks that
+// both send before they receive. And it summons the peer's drainer only
+// after singlePatience, sleeping until then (woken when the peer frees
+// the record), when it also drains its own rings fully.
+func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64, blocking bool) error {
 	failed := e.mb.failedCh
 	start := time.Now()
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
@@ -259,7 +260,7 @@ func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64) error 
 		}
 		phase := bo.next()
 		if phase != phaseSpin && len(e.ins) > 0 && e.role.CompareAndSwap(0, 1) {
-			e.singleLazy = phase == phaseYield
+			e.singleLazy = phase == phaseYield || (!blocking && time.Since(start) < singlePatience)
 			e.drain()
 			e.role.Store(0)
 			e.afterRole()

@@ -27,7 +27,18 @@ type execution struct {
 	// ordinals counts, per peer, the messages already matched in the
 	// current step (sends and receives separately).
 	sendOrd, recvOrd []int
+	// lazySrc is an out-of-place input that work stands for but was not
+	// copied into it (see lazyCopy): pending lists the element ranges of
+	// work that still hold nothing but stand for the same range of
+	// lazySrc.
+	lazySrc []byte
+	pending []elemRange
+	// sendBufs are the payloads of the current step's sends.
+	sendBufs [][]byte
 }
+
+// elemRange is the element range [lo, hi).
+type elemRange struct{ lo, hi int }
 
 // executions recycles execution records (and their per-peer counters):
 // a loop of small collectives allocates nothing.
@@ -35,7 +46,7 @@ var executions = sync.Pool{New: func() any { return new(execution) }}
 
 func (c *Comm) newExecution(req *backend.Request, used algo.Algorithm) *execution {
 	e := executions.Get().(*execution)
-	sendOrd, recvOrd := e.sendOrd, e.recvOrd
+	sendOrd, recvOrd, sendBufs := e.sendOrd, e.recvOrd, e.sendBufs
 	if cap(sendOrd) < c.size {
 		sendOrd, recvOrd = make([]int, c.size), make([]int, c.size)
 	}
@@ -55,17 +66,97 @@ func (c *Comm) newExecution(req *backend.Request, used algo.Algorithm) *executio
 				Count: uint64(req.SigCount),
 			},
 		},
-		sendOrd: sendOrd[:c.size],
-		recvOrd: recvOrd[:c.size],
+		sendOrd:  sendOrd[:c.size],
+		recvOrd:  recvOrd[:c.size],
+		sendBufs: sendBufs[:0],
 	}
 	return e
 }
 
 // release recycles e once nothing of its operation runs any more.
 func (e *execution) release() {
-	sendOrd, recvOrd := e.sendOrd, e.recvOrd
-	*e = execution{sendOrd: sendOrd, recvOrd: recvOrd}
+	sendOrd, recvOrd, sendBufs := e.sendOrd, e.recvOrd, e.sendBufs
+	clear(sendBufs[:cap(sendBufs)]) // keep no caller's buffer alive
+	*e = execution{sendOrd: sendOrd, recvOrd: recvOrd, sendBufs: sendBufs[:0]}
 	executions.Put(e)
+}
+
+// lazyCopy makes work stand for a copy of src (of work's length) without
+// copying it yet. Each range is copied at most once and only where
+// needed: a send of a range still pending reads src instead; a reducing
+// receive into one writes src op received (kernel.ReduceTo) instead of
+// reducing into a copy; a receive or copy that overwrites one drops it;
+// run copies what is left at the end. An out-of-place all-reduce so
+// skips copying its input (the ring all-gather overwrites most of it).
+func (e *execution) lazyCopy(src []byte) {
+	e.lazySrc = src
+	e.pending = append(e.pending[:0], elemRange{0, len(src) / e.esize})
+}
+
+// covered reports whether work[off:off+n] (elements) still stands for
+// the same range of lazySrc. A range only partly pending has its pending
+// parts copied now and is no longer.
+func (e *execution) covered(off, n int) bool {
+	if len(e.pending) == 0 || n == 0 {
+		return false
+	}
+	for _, r := range e.pending {
+		if r.lo <= off && off+n <= r.hi {
+			return true
+		}
+	}
+	e.settle(off, off+n)
+	return false
+}
+
+// settle copies the pending parts of [lo, hi) from lazySrc into work.
+func (e *execution) settle(lo, hi int) {
+	for _, r := range e.pending {
+		if a, b := max(r.lo, lo), min(r.hi, hi); a < b {
+			copy(e.span(algo.Work, a, b-a), e.lazySrc[a*e.esize:b*e.esize])
+		}
+	}
+	e.drop(lo, hi)
+}
+
+// drop takes [lo, hi) out of the pending ranges.
+func (e *execution) drop(lo, hi int) {
+	if len(e.pending) == 0 || lo >= hi {
+		return
+	}
+	var kept []elemRange
+	for _, r := range e.pending {
+		if r.hi <= lo || hi <= r.lo {
+			kept = append(kept, r)
+			continue
+		}
+		if r.lo < lo {
+			kept = append(kept, elemRange{r.lo, lo})
+		}
+		if hi < r.hi {
+			kept = append(kept, elemRange{hi, r.hi})
+		}
+	}
+	e.pending = kept
+}
+
+// payload is what a send reads: lazySrc for a range of work that still
+// stands for it.
+func (e *execution) payload(x algo.Xfer) []byte {
+	if x.Buf == algo.Work && e.covered(x.Off, x.Len) {
+		return e.lazySrc[x.Off*e.esize : (x.Off+x.Len)*e.esize]
+	}
+	return e.span(x.Buf, x.Off, x.Len)
+}
+
+// reduceInto finishes a reducing receive of x: dst op= got, or, where dst
+// still stands for lazySrc (fromSrc), dst = lazySrc op got.
+func (e *execution) reduceInto(x algo.Xfer, got []byte, fromSrc bool) error {
+	dst := e.span(algo.Work, x.Off, x.Len)
+	if fromSrc {
+		return kernel.ReduceTo(e.req.DType, e.req.Op, dst, e.lazySrc[x.Off*e.esize:(x.Off+x.Len)*e.esize], got)
+	}
+	return kernel.Reduce(e.req.DType, e.req.Op, dst, got)
 }
 
 func (e *execution) buf(b algo.Buf) []byte {
@@ -112,6 +203,7 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 	// copy the layout back afterwards.
 	layout := e.work
 	if plan.Scratch > 0 {
+		e.settle(0, len(layout)/max(e.esize, 1))
 		e.work = pool.get(len(layout) + plan.Scratch*e.esize)
 		defer pool.put(e.work)
 		copy(e.work, layout)
@@ -121,6 +213,9 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 			return err
 		}
 	}
+	if len(e.pending) > 0 {
+		e.settle(0, len(e.work)/e.esize)
+	}
 	if plan.Scratch > 0 {
 		copy(layout, e.work)
 	}
@@ -129,13 +224,17 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 
 func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	for _, cp := range st.Copies {
-		copy(e.span(algo.Work, cp.ToOff, cp.Len), e.span(cp.From, cp.FromOff, cp.Len))
+		src := e.payload(algo.Xfer{Buf: cp.From, Off: cp.FromOff, Len: cp.Len})
+		e.drop(cp.ToOff, cp.ToOff+cp.Len)
+		copy(e.span(algo.Work, cp.ToOff, cp.Len), src)
 	}
 	if len(st.Sends) == 0 && len(st.Recvs) == 0 {
 		return nil
 	}
+	e.sendBufs = e.sendBufs[:0]
 	for _, x := range st.Sends {
 		e.sendOrd[x.Peer] = 0
+		e.sendBufs = append(e.sendBufs, e.payload(x))
 	}
 	for _, x := range st.Recvs {
 		e.recvOrd[x.Peer] = 0
@@ -156,12 +255,13 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		case len(st.Recvs) > 0 && e.startableSends(st.Sends):
 			started = e.startSends(ctx, i, st.Sends)
 		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
-			if err := e.sends(ctx, i, st.Sends); err != nil || len(st.Recvs) == 0 {
+			if err := e.sends(ctx, i, st.Sends, e.sendBufs); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
 		default:
 			sendDone = make(chan error, 1)
-			go func() { sendDone <- e.sends(ctx, i, st.Sends) }()
+			bufs := e.sendBufs
+			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs) }()
 		}
 	}
 	var err error
@@ -212,7 +312,7 @@ func (e *execution) startSends(ctx context.Context, step int, xs []algo.Xfer) []
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
-		started[j] = startedSend{x.Peer, ss.StartSend(ctx, e.c.members[x.Peer], h, e.span(x.Buf, x.Off, x.Len))}
+		started[j] = startedSend{x.Peer, ss.StartSend(ctx, e.c.members[x.Peer], h, e.sendBufs[j])}
 	}
 	return started
 }
@@ -249,6 +349,7 @@ func (e *execution) inlineSends(xs []algo.Xfer) bool {
 func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error {
 	done := make([]chan error, len(xs))
 	into := make([][]byte, len(xs))
+	fromSrc := make([]bool, len(xs))
 	off := 0
 	for j, x := range xs {
 		h := e.hdr
@@ -259,7 +360,9 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 			n := x.Len * e.esize
 			into[j] = e.scratch[off : off+n]
 			off += n
+			fromSrc[j] = e.covered(x.Off, x.Len)
 		}
+		e.drop(x.Off, x.Off+x.Len)
 		done[j] = make(chan error, 1)
 		go func() {
 			_, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into[j])
@@ -274,7 +377,7 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 		case err != nil:
 			first = e.fail(ctx, x.Peer, step, "waiting for", err)
 		case x.Reduce:
-			if rerr := kernel.Reduce(e.req.DType, e.req.Op, e.span(algo.Work, x.Off, x.Len), into[j]); rerr != nil {
+			if rerr := e.reduceInto(x, into[j], fromSrc[j]); rerr != nil {
 				first = e.fail(ctx, -1, step, "reducing", rerr)
 			}
 		}
@@ -286,12 +389,12 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 // between the same two ranks in that step.
 func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64(ord) }
 
-func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer) error {
-	for _, x := range xs {
+func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte) error {
+	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
-		if err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, e.span(x.Buf, x.Off, x.Len)); err != nil {
+		if err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j]); err != nil {
 			return e.fail(ctx, x.Peer, step, "sending to", err)
 		}
 	}
@@ -303,15 +406,16 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 	h.Tag = e.tag(step, e.recvOrd[x.Peer])
 	e.recvOrd[x.Peer]++
 	dst := e.span(algo.Work, x.Off, x.Len)
-	into := dst
+	into, fromSrc := dst, false
 	if x.Reduce {
-		into = scratch[:len(dst)]
+		into, fromSrc = scratch[:len(dst)], e.covered(x.Off, x.Len)
 	}
+	e.drop(x.Off, x.Off+x.Len)
 	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
 		return e.fail(ctx, x.Peer, step, "waiting for", err)
 	}
 	if x.Reduce {
-		if err := kernel.Reduce(e.req.DType, e.req.Op, dst, into); err != nil {
+		if err := e.reduceInto(x, into, fromSrc); err != nil {
 			return e.fail(ctx, -1, step, "reducing", err)
 		}
 	}

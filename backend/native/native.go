@@ -239,12 +239,6 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 			pool.put(b)
 		}
 	}()
-	tempCopy := func(src []byte) []byte {
-		b := temp(len(src))
-		copy(b, src)
-		temps = append(temps, b)
-		return b
-	}
 	var (
 		plan algo.Plan
 		err  error
@@ -257,14 +251,15 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	var finish func()
 	switch req.Kind {
 	case backend.KindAllReduce:
-		e.work = inPlace(req.Send, req.Recv)
+		e.work = lazyInPlace(e, req.Send, req.Recv)
 		plan, err = cached(0, count, func() (algo.Plan, error) { return algo.AllReduce(a, c.rank, c.size, count, req.Chunk) })
 	case backend.KindReduce:
 		count = len(req.Send) / es
 		if c.rank == req.Root {
-			e.work = inPlace(req.Send, req.Recv)
+			e.work = lazyInPlace(e, req.Send, req.Recv)
 		} else {
-			e.work = tempCopy(req.Send)
+			e.work = lazyInPlace(e, req.Send, temp(len(req.Send)))
+			temps = append(temps, e.work)
 		}
 		plan, err = cached(req.Root, count, func() (algo.Plan, error) { return algo.Reduce(a, c.rank, c.size, req.Root, count) })
 	case backend.KindBroadcast:
@@ -297,7 +292,8 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 		plan, err = algo.Scatter(a, c.rank, c.size, req.Root, req.Counts)
 	case backend.KindReduceScatter, backend.KindReduceScatterV:
 		off := algo.Offsets(req.Counts)
-		e.work = tempCopy(req.Send)
+		e.work = lazyInPlace(e, req.Send, temp(len(req.Send)))
+		temps = append(temps, e.work)
 		finish = func() { copy(req.Recv, e.work[off[c.rank]*es:off[c.rank+1]*es]) }
 		plan, err = algo.ReduceScatter(a, c.rank, c.size, req.Counts)
 	case backend.KindAllToAll, backend.KindAllToAllV:
@@ -346,6 +342,20 @@ func (c *Comm) placeOwn(e *execution, counts []int, send []byte) {
 
 // inPlace returns recv after copying send into it (unless they are one
 // buffer).
+// lazyMinBytes is the smallest input lazyInPlace does not copy at once:
+// below it the copy costs less than keeping track of it.
+const lazyMinBytes = 64 << 10
+
+// lazyInPlace is inPlace for an input of at least lazyMinBytes that the
+// execution copies only where and when its plan needs it (see lazyCopy).
+func lazyInPlace(e *execution, send, recv []byte) []byte {
+	if len(send) < lazyMinBytes || sameStart(send, recv) {
+		return inPlace(send, recv)
+	}
+	e.lazyCopy(send)
+	return recv
+}
+
 func inPlace(send, recv []byte) []byte {
 	if !sameStart(send, recv) {
 		copy(recv, send)

@@ -61,6 +61,33 @@ func Reduce(dt backend.DType, op backend.Op, dst, src []byte) error {
 	return nil
 }
 
+// reduceToPiece is the piece ReduceTo copies and then reduces while it is
+// still in the first-level cache.
+const reduceToPiece = 16 << 10
+
+// ReduceTo sets dst[i] = a[i] op b[i], exactly as copying a into dst and
+// then calling Reduce(dt, op, dst, b) would, but in cache-sized pieces, so
+// that dst is written to memory once. dst may be a; otherwise the three
+// must not overlap. Lengths and ops are checked as by Reduce.
+func ReduceTo(dt backend.DType, op backend.Op, dst, a, b []byte) error {
+	if len(a) != len(dst) {
+		return fmt.Errorf("%w: ReduceTo %v %v: dst has %d bytes but a has %d; pass equal lengths",
+			ErrLength, dt, op, len(dst), len(a))
+	}
+	if err := Reduce(dt, op, dst[:0], b[:0]); err != nil || len(dst) != len(b) || len(dst)%dt.Size() != 0 {
+		return Reduce(dt, op, dst, b) // the same checks, the same error
+	}
+	piece := reduceToPiece / dt.Size() * dt.Size()
+	for off := 0; off < len(dst); off += piece {
+		end := min(off+piece, len(dst))
+		copy(dst[off:end], a[off:end])
+		if err := Reduce(dt, op, dst[off:end], b[off:end]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Divide sets buf[i] /= n for every element of type dt held little-endian in
 // buf; it finishes an Avg after a Sum reduction over n contributions.
 //

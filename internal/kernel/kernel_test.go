@@ -223,6 +223,48 @@ func TestReduceMatchesReference(t *testing.T) {
 	}
 }
 
+// TestReduceToMatchesReduce: ReduceTo gives exactly what copying a and
+// reducing b into it gives, over pieces (20000 elements cross several of
+// its 16 KiB pieces), with dst apart from a or equal to it; a and b are
+// left alone, and bad lengths and ops fail as Reduce fails.
+func TestReduceToMatchesReduce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range allDTypes {
+		for _, op := range allOps {
+			if !op.ValidFor(dt) {
+				if err := ReduceTo(dt, op, make([]byte, 8), make([]byte, 8), make([]byte, 8)); !errors.Is(err, ErrUnsupported) {
+					t.Errorf("%v %v: %v, want ErrUnsupported", dt, op, err)
+				}
+				continue
+			}
+			for _, n := range []int{0, 1, 9, 20000} {
+				a, b := randomBuffers(rng, dt, n)
+				want := append([]byte(nil), a...)
+				if err := Reduce(dt, op, want, b); err != nil {
+					t.Fatal(err)
+				}
+				a0, b0 := append([]byte(nil), a...), append([]byte(nil), b...)
+				dst := make([]byte, len(a))
+				if err := ReduceTo(dt, op, dst, a, b); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(dst, want) || !bytes.Equal(a, a0) || !bytes.Equal(b, b0) {
+					t.Fatalf("%v %v n=%d: ReduceTo differs from copy and Reduce, or changed its inputs", dt, op, n)
+				}
+				if err := ReduceTo(dt, op, a, a, b); err != nil || !bytes.Equal(a, want) {
+					t.Fatalf("%v %v n=%d: ReduceTo into a: %v", dt, op, n, err)
+				}
+			}
+		}
+	}
+	if err := ReduceTo(backend.Float32, backend.Sum, make([]byte, 8), make([]byte, 4), make([]byte, 8)); !errors.Is(err, ErrLength) {
+		t.Errorf("short a: %v", err)
+	}
+	if err := ReduceTo(backend.Float32, backend.Sum, make([]byte, 8), make([]byte, 8), make([]byte, 4)); !errors.Is(err, ErrLength) {
+		t.Errorf("short b: %v", err)
+	}
+}
+
 func TestDivideMatchesReference(t *testing.T) {
 	divisors := []int{2, 3, 7, 8, 10, 127, 128, 129, 255, 256, 1000, 65537, 1 << 24, 1<<24 + 1, 1<<31 - 1}
 	rng := rand.New(rand.NewPCG(3, 4))
