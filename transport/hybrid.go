@@ -197,6 +197,11 @@ func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*H
 		ids[r] = string(v)
 	}
 	hostOf, local := groupHosts(ids, o.Rank)
+	if len(local) > runtime.NumCPU() {
+		// Ranks outnumber cores: a polling reader takes a core from a
+		// rank with work to do.
+		t.readSpin.Store(0)
+	}
 	e := newHybrid(t, hostOf, o.CloseTimeout)
 	if opts.Transport == TransportSHM && len(local) != o.Size {
 		t.Close()
@@ -398,7 +403,23 @@ func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload
 // copy, so that StartSend returns with the send in progress.
 func (e *Hybrid) SendsStartable(peer, n int) bool {
 	o := e.outTo(peer)
-	return o != nil && e.singleMin > 0 && n >= e.singleMin && atomic.LoadUint32(o.ctl.single) != 0
+	return o != nil && e.singleMin > 0 && n >= e.singleMin && peerReads(o)
+}
+
+// peerReads reports whether the peer of o copies out of this process's
+// memory. Right after set-up the peer may not have said yet: wait for it
+// (briefly; it says as soon as it has mapped the segment).
+func peerReads(o *ringOut) bool {
+	v := atomic.LoadUint32(o.ctl.single)
+	if v == singleUndecided {
+		deadline := time.Now().Add(singleDecideWait)
+		for v == singleUndecided && time.Now().Before(deadline) && atomic.LoadUint32(o.cons.closed) == 0 {
+			runtime.Gosched()
+			osYield()
+			v = atomic.LoadUint32(o.ctl.single)
+		}
+	}
+	return v == singleYes
 }
 
 func (e *Hybrid) outTo(peer int) *ringOut {

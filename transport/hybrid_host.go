@@ -229,12 +229,13 @@ func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOpti
 			d:    mem[l.ring(k, me) : l.ring(k, me)+l.ringBytes],
 			ctl:  ringAt(mem, l.ringCtl(k, me)),
 		}
+		verdict := uint32(singleNo)
 		if so.SingleCopyBytes > 0 {
-			in.pid, in.single = canReadPeer(out.cons)
-			if in.single {
-				atomic.StoreUint32(in.ctl.single, 1)
+			if in.pid, in.single = canReadPeer(out.cons); in.single {
+				verdict = singleYes
 			}
 		}
+		atomic.StoreUint32(in.ctl.single, verdict)
 		e.out[p], e.in[p] = out, in
 		e.outs = append(e.outs, out)
 		e.ins = append(e.ins, in)

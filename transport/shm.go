@@ -34,8 +34,10 @@ import (
 //	...        ring controls, one per ordered pair (128 bytes each):
 //	             +0   head      uint64  bytes the consumer has freed (consumer writes)
 //	             +8   space     uint32  futex a producer waiting for room sleeps on
-//	             +16  single    uint32  the consumer can read the producer's memory:
-//	                                    single-copy records welcome (consumer writes)
+//	             +16  single    uint32  whether the consumer can read the producer's
+//	                                    memory, so that single-copy records are
+//	                                    welcome: 0 not known yet, 1 yes, 2 no
+//	                                    (consumer writes)
 //	             +64  waiting   uint32  the producer waits for room (producer writes)
 //	page-aligned rings, RingBytes each: records.
 //
@@ -101,6 +103,19 @@ const (
 	// blocked in the transport (receiving, or sending itself) copies at
 	// once; one still computing its side of a step needs a little time.
 	singlePatience = 50 * time.Millisecond
+)
+
+// Values of a ring's single word: the consumer has not probed the
+// producer yet (it does right after set-up), it can copy out of the
+// producer's memory, or it cannot (or will not).
+const (
+	singleUndecided = 0
+	singleYes       = 1
+	singleNo        = 2
+	// singleDecideWait bounds how long a sender waits for a peer that
+	// has not probed it yet (right after set-up) before it sends through
+	// the ring.
+	singleDecideWait = 100 * time.Millisecond
 )
 
 // Values of a ring's waiting word.

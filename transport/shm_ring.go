@@ -475,6 +475,7 @@ func (e *Hybrid) onSingle(in *ringIn, off, ln int) (leave bool, err error) {
 			return false, fail(err)
 		}
 		in.cur = inStream{}
+		e.singleIn.Add(1) // before the receive returns
 		e.mb.complete(r)
 		e.completed++
 	case arriveQueue:
@@ -482,9 +483,9 @@ func (e *Hybrid) onSingle(in *ringIn, off, ln int) (leave bool, err error) {
 		if err != nil {
 			return false, fail(err)
 		}
+		e.singleIn.Add(1)
 		e.mb.deliverPooled(in.peer, h, data)
 	}
-	e.singleIn.Add(1)
 	return false, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,7 @@ type TCP struct {
 	rank, size  int
 	maxFragment int           // largest data fragment accepted
 	closeWait   time.Duration // bound for goodbye/abort writes and lingering
+	readSpin    atomic.Int64  // TCPOptions.ReadSpin in nanoseconds; readers load it
 	mb          *mailbox
 	conns       []*tcpConn // by rank; nil at this rank; fixed after connect
 	closedCh    chan struct{}
@@ -79,7 +81,7 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 		t.conns[p] = &tcpConn{
 			peer:       p,
 			conn:       nc,
-			br:         bufio.NewReaderSize(nc, readBufSize),
+			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin), readBufSize),
 			writeLock:  make(chan struct{}, 1),
 			sendFrag:   min(maxFragment, peerFrag[p]),
 			readerDone: make(chan struct{}),
