@@ -435,15 +435,18 @@ func (mb *mailbox) takeHandoff(im *inflightMsg) *recvOp {
 }
 
 // deliverInflight delivers a fully collected in-flight message.
-func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte) {
+func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte, pooled bool) {
 	mb.mu.Lock()
 	if r := mb.takeInflightLocked(im); r != nil {
 		mb.mu.Unlock()
 		copy(r.buf, data)
 		mb.complete(r)
+		if pooled {
+			putBig(data)
+		}
 		return
 	}
-	mb.deliverLocked(im.from, im.h, data, false)
+	mb.deliverLocked(im.from, im.h, data, pooled)
 }
 
 // dropInflight ends an in-flight message whose connection failed; the

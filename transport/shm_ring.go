@@ -560,7 +560,7 @@ func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
 		e.completed++
 	case arriveQueue:
 		if s.im != nil {
-			e.mb.deliverInflight(s.im, s.data)
+			e.mb.deliverInflight(s.im, s.data, false)
 		} else {
 			e.mb.deliver(in.peer, s.h, s.data)
 		}
