@@ -50,6 +50,7 @@ type inStream struct {
 	r          *recvOp      // arriveDirect: the receive being written into
 	im         *inflightMsg // arriveQueue: the in-flight entry a receive may claim
 	data       []byte       // arriveQueue: payload so far
+	pooled     bool         // data is from getBig
 }
 
 // sendLock is a lock whose waits can be cancelled: an atomic flag when
@@ -435,7 +436,11 @@ func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
 	r, im, what := e.mb.arriveStream(in.peer, h, total)
 	in.cur = inStream{active: true, h: h, total: total, what: what, r: r, im: im}
 	if what == arriveQueue {
-		in.cur.data = make([]byte, 0, min(total, readChunk))
+		if in.cur.pooled = total >= pooledMin && total <= pooledMax; in.cur.pooled {
+			in.cur.data = getBig(total)[:0] // recycled: see pooledMin
+		} else {
+			in.cur.data = make([]byte, 0, min(total, readChunk))
+		}
 	}
 	e.onPiece(in, piece)
 	return nil
@@ -541,7 +546,10 @@ func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
 		if s.im != nil && s.im.handoff.Load() {
 			r := e.mb.takeHandoff(s.im)
 			copy(r.buf, s.data)
-			s.r, s.im, s.data, s.what = r, nil, nil, arriveDirect
+			if s.pooled {
+				putBig(s.data)
+			}
+			s.r, s.im, s.data, s.what, s.pooled = r, nil, nil, arriveDirect, false
 		}
 	}
 	switch s.what {
@@ -559,9 +567,12 @@ func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
 		e.mb.complete(s.r)
 		e.completed++
 	case arriveQueue:
-		if s.im != nil {
-			e.mb.deliverInflight(s.im, s.data, false)
-		} else {
+		switch {
+		case s.im != nil:
+			e.mb.deliverInflight(s.im, s.data, s.pooled)
+		case s.pooled:
+			e.mb.deliverPooled(in.peer, s.h, s.data)
+		default:
 			e.mb.deliver(in.peer, s.h, s.data)
 		}
 	}
@@ -590,7 +601,7 @@ func (e *Hybrid) unclaim(in *ringIn) {
 		s.what = arriveDrop
 	} else {
 		s.data = append(make([]byte, 0, max(s.got, min(s.total, readChunk))), r.buf[:s.got]...)
-		s.what = arriveQueue
+		s.what, s.pooled = arriveQueue, false
 	}
 	s.r = nil
 	e.mb.abandon(r)
