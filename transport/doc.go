@@ -9,14 +9,20 @@
 //     exchanged through a rendezvous store, an authenticated handshake,
 //     framed messages with bounded sizes, one reader goroutine per
 //     connection that reads payloads straight into posted receive
-//     buffers;
+//     buffers and polls an empty socket briefly before it sleeps
+//     (TCPOptions.ReadSpin);
 //   - Hybrid (ConnectHybrid, ConnectSHM): ranks on one host, found by host
 //     identity (HostIdentity: host name and boot id, or a given HostID),
 //     map one segment with a single-producer ring per ordered pair; a
 //     receive polls the rings itself (spin, then yield, then a futex
 //     sleep, so that more ranks than cores do not collapse), a background
-//     drainer empties rings whose producer waits for room; peers on other
-//     hosts go over TCP. The native backend's default (TransportAuto);
+//     drainer empties rings whose producer waits for room; messages of
+//     256 KiB and more are copied once, by the receiver, straight out of
+//     the sender's memory (process_vm_readv, where the kernel lets the
+//     ranks read each other: probed at set-up), and a sender can start
+//     such a send and finish it after its own receive (SendStarter);
+//     peers on other hosts go over TCP. The native backend's default
+//     (TransportAuto);
 //   - Inproc (NewInprocWorld): all ranks in one process, for tests.
 //
 // Matching. Per key (Comm, Seq, Tag) and sender, messages are delivered in
