@@ -2,21 +2,22 @@ package transport
 
 import (
 	"math/bits"
-	"sync"
+
+	"github.com/gocomm/comm/internal/bufpool"
 )
 
 // Large buffers for messages that arrive before their receive is posted
-// and are copied out of a peer's memory (see recSingle). Fresh memory
-// costs a page fault per page on first touch, which on a VM is slower
-// than the copy itself; recycled buffers are already mapped.
+// (see recSingle and pooledMin). Fresh memory costs a page fault per page
+// on first touch, which on a VM is slower than the copy itself; recycled
+// buffers are already mapped.
 const (
 	bigMinShift = 20 // the smallest class: 1 MiB
 	bigClasses  = 11 // up to 1 GiB
 )
 
-var bigPools [bigClasses]sync.Pool
+var bigPool bufpool.Pool
 
-// bigClass returns the pool class of a buffer of n bytes, or -1.
+// bigClass returns the class of a buffer of n bytes, or -1.
 func bigClass(n int) int {
 	if n <= 0 {
 		return -1
@@ -35,18 +36,12 @@ func getBig(n int) []byte {
 	if c < 0 {
 		return make([]byte, n)
 	}
-	if p, ok := bigPools[c].Get().(*[]byte); ok {
-		return (*p)[:n]
-	}
-	return make([]byte, n, 1<<(c+bigMinShift))
+	return bigPool.Get(1 << (c + bigMinShift))[:n]
 }
 
 // putBig recycles a buffer from getBig; others are left to the GC.
 func putBig(b []byte) {
-	c := bigClass(cap(b))
-	if c < 0 || cap(b) != 1<<(c+bigMinShift) {
-		return
+	if c := bigClass(cap(b)); c >= 0 && cap(b) == 1<<(c+bigMinShift) {
+		bigPool.Put(b)
 	}
-	b = b[:cap(b)]
-	bigPools[c].Put(&b)
 }

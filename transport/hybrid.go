@@ -375,16 +375,16 @@ func (e *Hybrid) sendSingle(ctx context.Context, o *ringOut, h *Header, payload 
 func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload []byte, blocking bool) (finish func(context.Context) error) {
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
 		err = e.mb.sendErr(o.peer)
-		return func(context.Context) error { return err }
+		return sendDone(err)
 	} else if err != nil {
-		return func(context.Context) error { return err }
+		return sendDone(err)
 	}
 	span := recordSpan(8)
 	off, err := e.reserve(ctx, o, span, true)
 	if err != nil {
 		o.lock.unlock()
 		err = e.sendResult(o.peer, 0, err)
-		return func(context.Context) error { return err }
+		return sendDone(err)
 	}
 	putFirstHeader(o.d, off, h, len(payload), 8)
 	o.d[off+8] = recSingle
@@ -397,6 +397,11 @@ func (e *Hybrid) startSingle(ctx context.Context, o *ringOut, h *Header, payload
 		runtime.KeepAlive(payload)
 		return e.sendResult(o.peer, 1, err)
 	}
+}
+
+// sendDone is the finish of a send that ended when it started.
+func sendDone(err error) func(context.Context) error {
+	return func(context.Context) error { return err }
 }
 
 // SendsStartable reports whether a send of n bytes to peer goes by single
@@ -436,11 +441,11 @@ func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []by
 	if e.unmapped || !e.SendsStartable(peer, len(payload)) {
 		e.mapMu.RUnlock()
 		err := e.Send(ctx, peer, h, payload)
-		return func(context.Context) error { return err }
+		return sendDone(err)
 	}
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
 		e.mapMu.RUnlock()
-		return func(context.Context) error { return err }
+		return sendDone(err)
 	}
 	// The send outlives this hold on mapMu (the caller receives
 	// meanwhile, which takes it again): it keeps the mapping instead.
@@ -709,10 +714,7 @@ func (e *Hybrid) afterRole() {
 		e.passRole()
 	}
 	if e.producerWaiting() {
-		atomic.AddUint32(e.me.drain, 1)
-		if atomic.LoadUint32(e.me.bgAsleep) != 0 {
-			futexWake(e.me.drain)
-		}
+		e.me.wakeDrainer()
 	}
 }
 

@@ -303,6 +303,15 @@ func (c consumerWords) wakePoller() {
 	}
 }
 
+// wakeDrainer asks the rank's drainer to empty its rings, waking it if
+// it sleeps.
+func (c consumerWords) wakeDrainer() {
+	atomic.AddUint32(c.drain, 1)
+	if atomic.LoadUint32(c.bgAsleep) != 0 {
+		futexWake(c.drain)
+	}
+}
+
 // ringWords are the control words of one ring.
 type ringWords struct {
 	head    *uint64

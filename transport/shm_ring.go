@@ -217,10 +217,7 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 			atomic.StoreUint32(o.ctl.waiting, waitRoom)
 			v := atomic.LoadUint32(o.ctl.space)
 			// Nobody may be polling the ring: wake the peer's drainer.
-			atomic.AddUint32(o.cons.drain, 1)
-			if atomic.LoadUint32(o.cons.bgAsleep) != 0 {
-				futexWake(o.cons.drain)
-			}
+			o.cons.wakeDrainer()
 			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
 				sleepOn(o.ctl.space, v, maxSleep, ctx.Done(), failed, nil)
 			}
@@ -273,10 +270,7 @@ func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64, blocki
 			w, d := uint32(waitCopy), singlePatience-time.Since(start)
 			if d <= 0 {
 				w, d = waitRoom, maxSleep
-				atomic.AddUint32(o.cons.drain, 1)
-				if atomic.LoadUint32(o.cons.bgAsleep) != 0 {
-					futexWake(o.cons.drain)
-				}
+				o.cons.wakeDrainer()
 			}
 			atomic.StoreUint32(o.ctl.waiting, w)
 			v := atomic.LoadUint32(o.ctl.space)

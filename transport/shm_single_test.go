@@ -75,25 +75,13 @@ func TestSHMSingleCopy(t *testing.T) {
 		ws := shmWorld(t, 2)
 		ctx := tctx(t)
 		bufs := [2][]byte{make([]byte, n), make([]byte, n)}
-		errs := make(chan error, 2)
-		var wg sync.WaitGroup
-		for r := range 2 {
-			wg.Go(func() {
-				if err := ws[r].Send(ctx, 1-r, h, payload(uint64(10+r), n)); err != nil {
-					errs <- err
-					return
-				}
-				_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
-				errs <- err
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatal(err)
+		bothRanks(t, func(r int) error {
+			if err := ws[r].Send(ctx, 1-r, h, payload(uint64(10+r), n)); err != nil {
+				return err
 			}
-		}
+			_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
+			return err
+		})
 		if !bytes.Equal(bufs[0], payload(11, n)) || !bytes.Equal(bufs[1], payload(10, n)) {
 			t.Fatal("messages corrupted")
 		}
@@ -205,6 +193,22 @@ func TestCanReadPeer(t *testing.T) {
 	}
 }
 
+// bothRanks runs f for ranks 0 and 1 at once and fails t if either fails.
+func bothRanks(t *testing.T, f func(r int) error) {
+	t.Helper()
+	var errs [2]error
+	var wg sync.WaitGroup
+	for r := range 2 {
+		wg.Go(func() { errs[r] = f(r) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
 // singleCopyExpected says whether ranks of one host should be able to
 // copy out of each other's memory here: Linux without the Yama security
 // module restricting ptrace to descendants.
@@ -229,25 +233,14 @@ func TestSHMStartSend(t *testing.T) {
 		t.Fatal("SendsStartable: want single-copy sizes to peers only")
 	}
 	bufs := [2][]byte{make([]byte, n), make([]byte, n)}
-	errs := make(chan error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		wg.Go(func() {
-			finish := ws[r].StartSend(ctx, 1-r, h, payload(uint64(20+r), n))
-			_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
-			if ferr := finish(ctx); err == nil {
-				err = ferr
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	bothRanks(t, func(r int) error {
+		finish := ws[r].StartSend(ctx, 1-r, h, payload(uint64(20+r), n))
+		_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
+		if ferr := finish(ctx); err == nil {
+			err = ferr
 		}
-	}
+		return err
+	})
 	if !bytes.Equal(bufs[0], payload(21, n)) || !bytes.Equal(bufs[1], payload(20, n)) {
 		t.Fatal("messages corrupted")
 	}

@@ -195,8 +195,8 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 	}
 	pool := &e.c.root().pool
 	if need > 0 {
-		e.scratch = pool.get(need * e.esize)
-		defer pool.put(e.scratch)
+		e.scratch = pool.Get(need * e.esize)
+		defer pool.Put(e.scratch)
 	}
 	// Some plans use room beyond the operation's layout (plan.Scratch
 	// elements past the end of Work); give them a larger work buffer and
@@ -204,8 +204,8 @@ func (e *execution) run(ctx context.Context, plan algo.Plan) error {
 	layout := e.work
 	if plan.Scratch > 0 {
 		e.settle(0, len(layout)/max(e.esize, 1))
-		e.work = pool.get(len(layout) + plan.Scratch*e.esize)
-		defer pool.put(e.work)
+		e.work = pool.Get(len(layout) + plan.Scratch*e.esize)
+		defer pool.Put(e.work)
 		copy(e.work, layout)
 	}
 	for i, st := range plan.Steps {

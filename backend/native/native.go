@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/kernel"
 	"github.com/gocomm/comm/transport"
 )
@@ -73,7 +74,7 @@ type Comm struct {
 	world   *Comm // nil for the world itself
 
 	// pool is used through the world's Comm (root()); plans are per communicator.
-	pool     bufPool
+	pool     bufpool.Pool
 	plans    planCache
 	topology topologyOnce
 
@@ -227,7 +228,7 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	pool := &c.root().pool
 	// temp returns a pooled buffer that goes back to the pool at the end.
 	temp := func(n int) []byte {
-		b := pool.get(n)
+		b := pool.Get(n)
 		if b == nil {
 			b = []byte{}
 		}
@@ -236,7 +237,7 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	var temps [][]byte
 	defer func() {
 		for _, b := range temps {
-			pool.put(b)
+			pool.Put(b)
 		}
 	}()
 	var (
