@@ -429,25 +429,43 @@ func (b *backoff) yieldCPU() {
 	}
 }
 
-// sleepOn sleeps on the futex word while it holds val, until a wake, a
-// change of the word, or one of the channels becomes ready (a helper
-// goroutine then wakes the sleeper), at most d. Nil channels are ignored.
+// sleepOn sleeps on the futex word while it holds val, until a wake (every
+// waker changes the word first), one of the channels is closed, or d has
+// passed. Nil channels are ignored. It allocates nothing (a loop of small
+// collectives must not, and under load its waits do reach here): the
+// channels are checked between futex waits of growing slices, from
+// firstSleepSlice to maxSleepSlice, which bounds how late a closed channel
+// is noticed.
 func sleepOn(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
-	stop := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		select {
-		case <-a:
-		case <-b:
-		case <-c:
-		case <-stop:
+	deadline := time.Now().Add(d)
+	for slice := firstSleepSlice; ; slice = min(2*slice, maxSleepSlice) {
+		if atomic.LoadUint32(word) != val || closedAny(a, b, c) {
 			return
 		}
-		atomic.AddUint32(word, 1)
-		futexWake(word)
-	}()
-	futexWait(word, val, d)
-	close(stop)
-	<-exited
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		futexWait(word, val, min(slice, left))
+	}
+}
+
+// Slices of a sleepOn wait.
+const (
+	firstSleepSlice = 100 * time.Microsecond
+	maxSleepSlice   = 10 * time.Millisecond
+)
+
+// closedAny reports whether one of the channels is closed (or ready).
+func closedAny(a, b, c <-chan struct{}) bool {
+	select {
+	case <-a:
+		return true
+	case <-b:
+		return true
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
