@@ -106,7 +106,7 @@ func TestOnebitAdamWarmupIsAdamOnOneRank(t *testing.T) {
 func TestOnebitAdamRanksAgree(t *testing.T) {
 	for _, n := range []int{2, 3, 4} {
 		const freeze, steps, size = 3, 12, 1000 // 1000 does not divide W on 3 ranks
-		sums := make([][]float32, n)             // per rank, parameters after each step
+		sums := make([][]float32, n)            // per rank, parameters after each step
 		world(t, n, func(ctx context.Context, c *comm.Comm) error {
 			r := c.Rank()
 			init := make([]float32, size)
