@@ -190,3 +190,59 @@ func splitWorld(t *testing.T, world []*comm.Comm) []*comm.Comm {
 	}
 	return groups
 }
+
+// TestConformanceThresholds runs every collective at one element below, at
+// and one above each size where the cost model changes its mind, on world
+// sizes 1 to 8 over every transport, with the rooted collectives' non-root
+// buffers nil and full for every root: the ranks must choose one schedule
+// from the arguments they share, whatever buffers only the root needs.
+func TestConformanceThresholds(t *testing.T) {
+	for _, f := range factories() {
+		for n := 1; n <= 8; n++ {
+			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
+				t.Parallel()
+				world := f.make(t, n, backend.Algorithms{})
+				if err := conformance.RunLocal(context.Background(), world, conformance.ThresholdCases(n), 2*time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestConformanceRandomProgram runs a fixed-seed random program of mixed
+// blocking and asynchronous collectives over three communicators at once on
+// 3 to 8 ranks (FuzzRandomProgram draws other seeds).
+func TestConformanceRandomProgram(t *testing.T) {
+	for _, f := range factories() {
+		for _, n := range []int{3, 5, 8} {
+			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
+				t.Parallel()
+				world := f.make(t, n, backend.Algorithms{})
+				cs := conformance.RandomProgram(uint64(n)*1000+7, 300)
+				if err := conformance.RunLocal(context.Background(), world, []conformance.Case{cs}, 3*time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// FuzzRandomProgram is the long run of TestConformanceRandomProgram: under
+// `go test -fuzz FuzzRandomProgram` every input is a new seed and world
+// size, run in process; without -fuzz it runs the seeds below.
+func FuzzRandomProgram(f *testing.F) {
+	f.Add(uint64(1), uint8(4))
+	f.Add(uint64(2026), uint8(7))
+	f.Fuzz(func(t *testing.T, seed uint64, size uint8) {
+		n := int(size%8) + 1
+		world, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeAll(world)
+		if err := conformance.RunLocal(context.Background(), world, []conformance.Case{conformance.RandomProgram(seed, 120)}, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 )
 
@@ -182,8 +184,45 @@ type MismatchError struct {
 }
 
 func (e *MismatchError) Error() string {
-	return fmt.Sprintf("comm: collective mismatch at sequence %d: this rank called %v but rank %d called %v",
+	msg := fmt.Sprintf("comm: collective mismatch at sequence %d: this rank called %v but rank %d called %v",
 		e.Seq, e.Local, e.Peer, e.Remote)
+	if e.Local.String() == e.Remote.String() {
+		// The calls read alike: say which hidden field differs.
+		msg += " (" + e.Local.diff(e.Remote, e.Peer) + ")"
+	}
+	return msg
+}
+
+// diff describes the fields in which s (this rank's) and other (peer's)
+// differ, for the mismatches that String does not show.
+func (s Signature) diff(other Signature, peer int) string {
+	var d []string
+	field := func(name string, here, there any) {
+		d = append(d, fmt.Sprintf("%s %v here, %v on rank %d", name, here, there, peer))
+	}
+	if s.Kind != other.Kind {
+		field("operation", s.Kind, other.Kind)
+	}
+	if s.DType != other.DType {
+		field("element type", s.DType, other.DType)
+	}
+	if s.Op != other.Op {
+		field("reduce op", s.Op, other.Op)
+	}
+	if s.Root != other.Root {
+		field("root", s.Root, other.Root)
+	}
+	if s.Count != other.Count {
+		field("count", s.Count, other.Count)
+	}
+	if s.Algo != other.Algo {
+		field("algorithm", algo.Algorithm(s.Algo), algo.Algorithm(other.Algo))
+		d = append(d, "the ranks chose different schedules: pass the same arguments on every rank, or force one algorithm with GOCOMM_ALGO_<OP>")
+	}
+	if len(d) == 0 {
+		return "the signatures are identical"
+	}
+	return strings.Join(d, "; ")
 }
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
 

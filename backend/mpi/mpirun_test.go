@@ -165,9 +165,9 @@ func child(role string) error {
 	defer cancel()
 	switch role {
 	case "conformance":
-		return runConformance(ctx, mpi.Name, conformance.Cases(conformance.Options{Large: true}))
+		return runConformance(ctx, mpi.Name, conformance.Cases(conformance.Options{Large: true}), true)
 	case "conformance-funneled":
-		return runConformance(ctx, mpi.FunneledName, conformance.QuickCases())
+		return runConformance(ctx, mpi.FunneledName, conformance.QuickCases(), false)
 	case "bootstrap":
 		return childBootstrap(ctx)
 	case "bootstrap-init":
@@ -214,8 +214,10 @@ func initMPI(ctx context.Context, backend string, timeout time.Duration) (*comm.
 
 // runConformance runs the suite on the world, on the groups of a Split
 // (two colours, keys reversing the order), and on a NewGroup of every
-// other rank in reverse order.
-func runConformance(ctx context.Context, backend string, cases []conformance.Case) error {
+// other rank in reverse order. With thresholds, the world also runs the
+// cases around the cost model's thresholds (non-root buffers nil and full)
+// and a fixed-seed random program over three communicators.
+func runConformance(ctx context.Context, backend string, cases []conformance.Case, thresholds bool) error {
 	c, err := initMPI(ctx, backend, time.Minute)
 	if err != nil {
 		return err
@@ -238,6 +240,14 @@ func runConformance(ctx context.Context, backend string, cases []conformance.Cas
 	}
 	if err := run("world", c, cases); err != nil {
 		return err
+	}
+	if thresholds {
+		if err := run("world thresholds", c, conformance.ThresholdCases(c.Size())); err != nil {
+			return err
+		}
+		if err := run("world random program", c, []conformance.Case{conformance.RandomProgram(uint64(c.Size())*31+5, 200)}); err != nil {
+			return err
+		}
 	}
 	split, err := c.Split(ctx, c.Rank()%2, -c.Rank())
 	if err != nil {

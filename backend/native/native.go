@@ -408,7 +408,7 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto && a != algo.Hierarchical {
 		return a
 	}
-	bytes := max(len(req.Send), len(req.Recv))
+	bytes := costBytes(req)
 	switch req.Kind {
 	case backend.KindAllReduce:
 		if bytes <= smallMessage {
@@ -445,6 +445,20 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 		return algo.RecursiveDoubling
 	}
 	return algo.Auto
+}
+
+// costBytes is the message size the cost model sees. Every rank must choose
+// the same schedule, so it comes only from arguments all ranks share: the
+// counts of the rooted collectives, never the buffers that only the root
+// passes (non-roots may pass nil, or anything, there).
+func costBytes(req *backend.Request) int {
+	switch req.Kind {
+	case backend.KindGather, backend.KindGatherV, backend.KindScatter, backend.KindScatterV:
+		return sum(req.Counts) * req.DType.Size()
+	case backend.KindReduce:
+		return len(req.Send)
+	}
+	return max(len(req.Send), len(req.Recv))
 }
 
 // hierarchicalKind reports whether the engine has a hierarchical form of k.

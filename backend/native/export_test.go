@@ -1,0 +1,17 @@
+package native
+
+import (
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+)
+
+// Sizes at which the engine changes what it does, for the tests of package
+// native_test (which may import the conformance suite).
+var EngineThresholds = []int{smallMessage, largeMessage, pipelineChunk, lazyMinBytes, inlineSendBytes}
+
+// FlatChoice is the cost model's choice for req on rank of a communicator of
+// size ranks.
+func FlatChoice(rank, size int, req *backend.Request) algo.Algorithm {
+	c := &Comm{rank: rank, size: size}
+	return c.flatChoice(req)
+}

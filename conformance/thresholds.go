@@ -1,0 +1,115 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/gocomm/comm"
+)
+
+// Thresholds are the message sizes, in bytes, at which the native backend
+// changes what it does: the cost model's schedule choices, copying the input
+// at once or lazily, sending inline, pipelining broadcasts. backend/native's
+// tests check that its cost model uses no size missing here, so a new
+// threshold gets cases of its own.
+var Thresholds = []int{64 << 10, 512 << 10, 1 << 20}
+
+// ThresholdCases returns every collective at the counts whose message size,
+// as a cost model measures it (the whole buffer of all-reduce, reduce and
+// broadcast; the total over all ranks of the others), falls one element
+// below, at, and one element above each of Thresholds, on a communicator of
+// size ranks. The rooted collectives run for every root, once with the
+// buffers only the root needs left nil on the other ranks and once with
+// full ones there: the ranks must agree on a schedule either way.
+func ThresholdCases(size int) []Case {
+	const es = 4 // int32
+	var cs []Case
+	add := func(kind opKind, n int) {
+		cs = append(cs, Case{fmt.Sprintf("Threshold/%v/int32/n=%d", kind, n), func(ctx context.Context, c *comm.Comm) error {
+			s := opSpec{kind: kind, n: n, op: comm.Sum}
+			if !kind.rooted() && kind != opBroadcast {
+				return runOp[int32](ctx, c, s)
+			}
+			for root := 0; root < c.Size(); root++ {
+				for _, full := range []bool{false, true} {
+					if kind == opBroadcast && full {
+						continue // every rank's buffer is significant
+					}
+					s.root, s.full = root, full
+					if err := runOp[int32](ctx, c, s); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}})
+	}
+	for _, b := range Thresholds {
+		t := b / es
+		around := []int{t - 1, t, t + 1}
+		for _, kind := range []opKind{opAllReduce, opReduce, opBroadcast, opAllGatherV, opGatherV, opScatterV, opReduceScatterV, opAllToAllV} {
+			for _, n := range around {
+				add(kind, n)
+			}
+		}
+		// The even forms: per-rank counts whose totals bracket t.
+		var per []int
+		for _, total := range around {
+			per = append(per, total/size, (total+size-1)/size)
+		}
+		slices.Sort(per)
+		per = slices.Compact(per)
+		for _, kind := range []opKind{opAllGather, opGather, opScatter, opReduceScatter, opAllToAll} {
+			for _, n := range per {
+				add(kind, n)
+			}
+		}
+	}
+	// The object forms, whose byte counts only the ranks' encodings agree
+	// on: values just large enough that the total crosses the largest
+	// threshold.
+	per := Thresholds[len(Thresholds)-1]/size + 64
+	cs = append(cs, Case{fmt.Sprintf("Threshold/GatherObject,ScatterObject/bytes=%d", per), func(ctx context.Context, c *comm.Comm) error {
+		return checkLargeObjects(ctx, c, per)
+	}})
+	return cs
+}
+
+func checkLargeObjects(ctx context.Context, c *comm.Comm, per int) error {
+	// []byte: gob writes it as is, so the encoding is as long as the value.
+	block := func(r int) []byte {
+		b := make([]byte, per)
+		for i := range b {
+			b[i] = byte(r*13 + i*7)
+		}
+		return b
+	}
+	for root := 0; root < c.Size(); root++ {
+		got, err := comm.GatherObject(ctx, c, block(c.Rank()), root)
+		if err != nil {
+			return fmt.Errorf("GatherObject root %d: %w", root, err)
+		}
+		if c.Rank() == root {
+			for r, v := range got {
+				if err := check(fmt.Sprintf("GatherObject root %d, rank %d's value", root, r), v, block(r)); err != nil {
+					return err
+				}
+			}
+		}
+		var vs [][]byte // nil on the other ranks
+		if c.Rank() == root {
+			for r := range c.Size() {
+				vs = append(vs, block(r+100))
+			}
+		}
+		mine, err := comm.ScatterObject(ctx, c, vs, root)
+		if err != nil {
+			return fmt.Errorf("ScatterObject root %d: %w", root, err)
+		}
+		if err := check(fmt.Sprintf("ScatterObject root %d", root), mine, block(c.Rank()+100)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
