@@ -27,24 +27,26 @@ func Compress(x, e []float32, bits []byte) (float64, error) {
 
 // UpdateError is the second pass: e[j] = (x[j] + e[j]) - scale*sign[j],
 // with x padded by +0 and the signs packed by Compress from the same x and
-// e. The lengths follow Compress's rules.
+// e. scale*sign is scale or -scale (the negation: for a NaN scale only the
+// NaN's sign bit could differ from a multiplication by -1). The lengths
+// follow Compress's rules.
 func UpdateError(x, e []float32, bits []byte, scale float32) error {
 	if err := checkCompress(x, e, bits); err != nil {
 		return err
 	}
-	updateError(x, e, bits, scale)
+	updateError(x, e, bits, scale, -scale)
 	return nil
 }
 
 // Unpack sets dst[j] = scale*sign[j] for every element of dst, reading
-// MSB-first packed signs (bit 1 is +1, bit 0 is -1); the product is exact,
-// so the value is scale or -scale. len(dst) <= 8*len(bits); dst need not
+// MSB-first packed signs (bit 1 is +1, bit 0 is -1): the value is scale or
+// -scale, as UpdateError's. len(dst) <= 8*len(bits); dst need not
 // be a multiple of 8 long.
 func Unpack(dst []float32, bits []byte, scale float32) error {
 	if err := checkUnpack(dst, bits); err != nil {
 		return err
 	}
-	unpack(dst, bits, scale)
+	unpack(dst, bits, scale, -scale)
 	return nil
 }
 
@@ -53,7 +55,7 @@ func UnpackAdd(dst []float32, bits []byte, scale float32) error {
 	if err := checkUnpack(dst, bits); err != nil {
 		return err
 	}
-	unpackAdd(dst, bits, scale)
+	unpackAdd(dst, bits, scale, -scale)
 	return nil
 }
 

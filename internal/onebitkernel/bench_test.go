@@ -1,0 +1,117 @@
+package onebitkernel
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// The benchmarks report MB/s of float32 input (4 bytes per element of e),
+// to set beside BenchmarkCopy's, a copy of the same bytes: the memory
+// system's ceiling. Run them interleaved, e.g.
+//
+//	go test -run '^$' -bench 'Copy|Compress|UpdateError|Unpack|SumSquares' -count 3 ./internal/onebitkernel
+var benchSizes = []struct {
+	name  string
+	bytes int
+}{
+	{"64KiB", 64 << 10},
+	{"1MiB", 1 << 20},
+	{"64MiB", 64 << 20},
+}
+
+// benchInputs returns x and e of n float32 each, signs for them, and a
+// scale, tiled from 16 KiB of random values.
+func benchInputs(n int) (x, e []float32, bits []byte, scale float32) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	x, e = make([]float32, n), make([]float32, n)
+	pattern := min(n, 4096)
+	for i := range pattern {
+		x[i], e[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64()/8)
+	}
+	for i := pattern; i < n; i += pattern {
+		copy(x[i:], x[:pattern])
+		copy(e[i:], e[:pattern])
+	}
+	bits = make([]byte, n/8)
+	return x, e, bits, Scale(compressGo(x, e, bits, 0, 0), n)
+}
+
+// benchKernels runs fn over every size with float32-input byte counts.
+func benchKernels(b *testing.B, fn func(x, e []float32, bits []byte, scale float32)) {
+	for _, s := range benchSizes {
+		b.Run(s.name, func(b *testing.B) {
+			x, e, bits, scale := benchInputs(s.bytes / 4)
+			b.SetBytes(int64(s.bytes))
+			b.ResetTimer()
+			for range b.N {
+				fn(x, e, bits, scale)
+			}
+		})
+	}
+}
+
+// BenchmarkCopy copies the float32 input's bytes: the ceiling.
+func BenchmarkCopy(b *testing.B) {
+	benchKernels(b, func(x, e []float32, _ []byte, _ float32) { copy(e, x) })
+}
+
+// BenchmarkSumSquares is the index-order float64 sum of squares alone, the
+// dependency chain that bounds Compress (one float64 add latency per
+// element).
+func BenchmarkSumSquares(b *testing.B) {
+	var sink float64
+	benchKernels(b, func(x, _ []float32, _ []byte, _ float32) {
+		var s float64
+		for _, v := range x {
+			s += float64(float64(v) * float64(v))
+		}
+		sink += s
+	})
+	_ = sink
+}
+
+// BenchmarkCompress is the fused first pass (add the error, sum of
+// squares, signs, pack) as dispatched; CompressGo is the Go loop.
+func BenchmarkCompress(b *testing.B) {
+	benchKernels(b, func(x, e []float32, bits []byte, _ float32) { compress(x, e, bits) })
+}
+
+func BenchmarkCompressGo(b *testing.B) {
+	benchKernels(b, func(x, e []float32, bits []byte, _ float32) { compressGo(x, e, bits, 0, 0) })
+}
+
+// BenchmarkUpdateError is the second pass (the new error); it writes e, so
+// e drifts between iterations, which changes nothing in its speed.
+func BenchmarkUpdateError(b *testing.B) {
+	benchKernels(b, func(x, e []float32, bits []byte, scale float32) { updateError(x, e, bits, scale, -scale) })
+}
+
+func BenchmarkUpdateErrorGo(b *testing.B) {
+	benchKernels(b, func(x, e []float32, bits []byte, scale float32) { updateErrorGo(x, e, bits, 0, scale, -scale) })
+}
+
+// BenchmarkUnpack expands signs times a scale (the result pass).
+func BenchmarkUnpack(b *testing.B) {
+	benchKernels(b, func(_, e []float32, bits []byte, scale float32) { unpack(e, bits, scale, -scale) })
+}
+
+func BenchmarkUnpackGo(b *testing.B) {
+	benchKernels(b, func(_, e []float32, bits []byte, scale float32) { unpackGo(e, bits, 0, scale, -scale) })
+}
+
+// BenchmarkUnpackAdd adds signs times a scale (the server's sum).
+func BenchmarkUnpackAdd(b *testing.B) {
+	benchKernels(b, func(_, e []float32, bits []byte, scale float32) { unpackAdd(e, bits, scale, -scale) })
+}
+
+func ExampleCompress() {
+	x := []float32{0.5, -2, 0, 1}      // 4 values, padded with +0 to 8
+	e := make([]float32, 8)            // the error feedback, zero at first
+	bits := make([]byte, 1)            // one sign per element
+	sum, _ := Compress(x, e, bits)     // sum of squares and signs
+	scale := Scale(sum, len(e))        // RMS over the padded length
+	_ = UpdateError(x, e, bits, scale) // e = x + e - scale*sign
+	fmt.Printf("%08b %.4f %v\n", bits[0], scale, e[:4])
+	// Output: 10111111 0.8101 [-0.31009263 -1.1899073 -0.8100926 0.18990737]
+}
