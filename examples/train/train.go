@@ -9,10 +9,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/launch"
+	"github.com/gocomm/comm/optim"
 	"github.com/gocomm/comm/profile"
 )
 
@@ -21,11 +24,15 @@ type config struct {
 	procs   int           // ranks to start when no launcher started us
 	epochs  int           // passes over the training set
 	batch   int           // samples per rank per step
-	lr      float64       // SGD learning rate
-	hidden  int           // hidden units (0: softmax regression)
+	lr      float64       // learning rate (0: the optimizer's default)
+	hidden  int           // units per hidden layer (0: softmax regression)
+	layers  int           // hidden layers (0: softmax regression)
 	samples int           // training samples (the test set is a quarter of it)
 	seed    uint64        // data and initial weights
 	timeout time.Duration // bound of Init and of every collective
+	// optim is the optimizer; freezeStep is 1-bit Adam's warm-up.
+	optim      optimizer
+	freezeStep int
 	// profile switches the comms logger on (summary table and straggler
 	// report at the end); traceDir also writes a Perfetto trace per rank.
 	profile  bool
@@ -33,13 +40,52 @@ type config struct {
 }
 
 func defaultConfig() config {
-	return config{procs: 4, epochs: 5, batch: 32, lr: 0.05, hidden: 64, samples: 8192, seed: 1, timeout: 2 * time.Minute, profile: true}
+	return config{procs: 4, epochs: 3, batch: 32, hidden: 512, layers: 2, samples: 8192, seed: 1, timeout: 2 * time.Minute,
+		optim: optimSGD, freezeStep: 40, profile: true}
+}
+
+// optimizer names the training's optimizer; it is a flag.Value.
+type optimizer string
+
+const (
+	optimSGD        optimizer = "sgd"        // SGD with momentum 0.9, lr 0.05
+	optimAdam       optimizer = "adam"       // optim.Adam, lr 1e-3
+	optimOnebitAdam optimizer = "onebitadam" // optim.OnebitAdam, lr 1e-3
+)
+
+const optimNames = "sgd, adam or onebitadam"
+
+func (o optimizer) String() string { return string(o) }
+
+// Set accepts sgd, adam and onebitadam (also 1bitadam, onebit_adam).
+func (o *optimizer) Set(s string) error {
+	switch strings.ToLower(strings.ReplaceAll(s, "_", "")) {
+	case "sgd":
+		*o = optimSGD
+	case "adam":
+		*o = optimAdam
+	case "onebitadam", "1bitadam":
+		*o = optimOnebitAdam
+	default:
+		return fmt.Errorf("unknown optimizer %q: use %s", s, optimNames)
+	}
+	return nil
+}
+
+// optimizerString describes the optimizer for the first line.
+func (cfg config) optimizerString() string {
+	switch cfg.optim {
+	case optimOnebitAdam:
+		return fmt.Sprintf("optimizer onebitadam (warm-up %d steps)", cfg.freezeStep)
+	}
+	return "optimizer " + cfg.optim.String()
 }
 
 const (
 	features = 16 // input dimension
 	classes  = 4
-	clusters = 3 // Gaussian clusters per class: the classes are not linearly separable
+	clusters = 3   // Gaussian clusters per class: the classes are not linearly separable
+	spread   = 2.0 // standard deviation of the samples around their cluster centres: the classes overlap
 )
 
 // run is the whole program: launch the ranks if no launcher did, then
@@ -98,7 +144,7 @@ func makeData(seed uint64, n int) (train, test dataset) {
 			k := rng.IntN(classes)
 			c := k*clusters + rng.IntN(clusters)
 			for j := range features {
-				d.x[i*features+j] = float32(centers[c*features+j] + rng.NormFloat64())
+				d.x[i*features+j] = float32(centers[c*features+j] + spread*rng.NormFloat64())
 			}
 			d.y[i] = k
 		}
@@ -107,153 +153,209 @@ func makeData(seed uint64, n int) (train, test dataset) {
 	return gen(n), gen(n / 4)
 }
 
-// model is a one-hidden-layer perceptron (tanh) with a softmax output, or
-// softmax regression when hidden is 0. All weights live in one slice so
-// that a step needs one all-reduce.
+// model is a multi-layer perceptron: layers hidden layers of tanh units and
+// a softmax output, or softmax regression when there are none. All weights
+// live in one slice so that a step needs one all-reduce. It works a batch
+// at a time, layer by layer, so that each weight row is read once per batch
+// rather than once per sample.
 type model struct {
-	hidden int
+	dims   []int // units per layer: features, the hidden layers, classes
 	params []float32
-	// views into params
-	w1, b1, w2, b2 []float32
-	// per-sample scratch
-	h, p []float32
+	// views into params, per layer l (from dims[l] to dims[l+1] units):
+	// w[l] is dims[l+1] rows of dims[l] weights, b[l] the biases; off[l]
+	// is where w[l] starts in params.
+	w, b [][]float32
+	off  []int
+	// per-batch scratch: acts[l] holds the batch's activations of layer l
+	// (acts[0] the input, the last the class probabilities); delta and
+	// prev hold the gradients of a layer's pre-activations.
+	acts        [][]float32
+	delta, prev []float32
 }
 
-func newModel(hidden int) *model {
-	in := features
-	if hidden == 0 {
-		hidden, in = features, 0 // the output layer reads the input directly
+func newModel(hidden, layers int) *model {
+	dims := []int{features}
+	if hidden > 0 {
+		for range layers {
+			dims = append(dims, hidden)
+		}
 	}
-	n := in*hidden + hidden*boolInt(in > 0) + classes*hidden + classes
-	m := &model{hidden: hidden, params: make([]float32, n), h: make([]float32, hidden), p: make([]float32, classes)}
+	dims = append(dims, classes)
+	n := 0
+	for l := range len(dims) - 1 {
+		n += dims[l+1] * (dims[l] + 1)
+	}
+	m := &model{dims: dims, params: make([]float32, n)}
 	off := 0
-	take := func(k int) []float32 { s := m.params[off : off+k : off+k]; off += k; return s }
-	if in > 0 {
-		m.w1, m.b1 = take(in*hidden), take(hidden)
+	for l := range len(dims) - 1 {
+		in, out := dims[l], dims[l+1]
+		m.off = append(m.off, off)
+		m.w = append(m.w, m.params[off:off+out*in:off+out*in])
+		m.b = append(m.b, m.params[off+out*in:off+out*(in+1):off+out*(in+1)])
+		off += out * (in + 1)
 	}
-	m.w2, m.b2 = take(classes*hidden), take(classes)
 	return m
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
+func (m *model) layers() int { return len(m.dims) - 1 }
 
 // init draws Glorot-uniform weights and zero biases.
 func (m *model) init(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x243f6a8885a308d3))
-	fill := func(w []float32, fanIn, fanOut int) {
-		a := math.Sqrt(6 / float64(fanIn+fanOut))
+	for l, w := range m.w {
+		a := math.Sqrt(6 / float64(m.dims[l]+m.dims[l+1]))
 		for i := range w {
 			w[i] = float32(a * (2*rng.Float64() - 1))
 		}
 	}
-	if m.w1 != nil {
-		fill(m.w1, features, m.hidden)
-	}
-	fill(m.w2, m.hidden, classes)
 }
 
-// forward computes the class probabilities of x into m.p.
-func (m *model) forward(x []float32) {
-	h := x
-	if m.w1 != nil {
-		h = m.h
-		for j := range m.hidden {
-			s := m.b1[j]
-			row := m.w1[j*features : (j+1)*features]
-			for i, v := range x {
-				s += row[i] * v
-			}
-			h[j] = float32(math.Tanh(float64(s)))
-		}
-	}
-	maxLogit := float32(math.Inf(-1))
-	for k := range classes {
-		s := m.b2[k]
-		row := m.w2[k*m.hidden : (k+1)*m.hidden]
-		for j, v := range h {
-			s += row[j] * v
-		}
-		m.p[k] = s
-		maxLogit = max(maxLogit, s)
-	}
-	var z float32
-	for k := range classes {
-		m.p[k] = float32(math.Exp(float64(m.p[k] - maxLogit)))
-		z += m.p[k]
-	}
-	for k := range classes {
-		m.p[k] /= z
-	}
-}
-
-// loss scores x against label y: cross-entropy, and whether the most
-// probable class is y. It leaves the probabilities in m.p.
-func (m *model) loss(x []float32, y int) (float64, bool) {
-	m.forward(x)
-	best := 0
-	for k := range classes {
-		if m.p[k] > m.p[best] {
-			best = k
-		}
-	}
-	return -math.Log(math.Max(float64(m.p[y]), 1e-12)), best == y
-}
-
-// backward adds the gradient of the loss of (x, y), scaled by scale, to
-// grad (laid out as params). forward(x) must have just run.
-func (m *model) backward(x []float32, y int, scale float32, grad []float32) {
-	hidden := m.hidden
-	off := 0
-	var gw1, gb1 []float32
-	if m.w1 != nil {
-		gw1, gb1 = grad[:features*hidden], grad[features*hidden:features*hidden+hidden]
-		off = features*hidden + hidden
-	}
-	gw2, gb2 := grad[off:off+classes*hidden], grad[off+classes*hidden:]
-	h := x
-	if m.w1 != nil {
-		h = m.h
-	}
-	var dh [256]float32
-	var dhs []float32 // gradient of the hidden activations (MLP only)
-	if m.w1 != nil {
-		if hidden <= len(dh) {
-			dhs = dh[:hidden]
-		} else {
-			dhs = make([]float32, hidden)
-		}
-	}
-	for k := range classes {
-		d := m.p[k]
-		if k == y {
-			d--
-		}
-		d *= scale
-		gb2[k] += d
-		row := gw2[k*hidden : (k+1)*hidden]
-		w := m.w2[k*hidden : (k+1)*hidden]
-		for j, v := range h {
-			row[j] += d * v
-			if dhs != nil {
-				dhs[j] += d * w[j]
-			}
-		}
-	}
-	if m.w1 == nil {
+// scratch sizes the batch buffers for n samples.
+func (m *model) scratch(n int) {
+	if len(m.acts) > 0 && len(m.acts[0]) == n*features {
 		return
 	}
-	for j := range hidden {
-		d := dhs[j] * (1 - m.h[j]*m.h[j])
-		gb1[j] += d
-		row := gw1[j*features : (j+1)*features]
-		for i, v := range x {
-			row[i] += d * v
+	m.acts = m.acts[:0]
+	widest := 0
+	for _, d := range m.dims {
+		m.acts = append(m.acts, make([]float32, n*d))
+		widest = max(widest, d)
+	}
+	m.delta, m.prev = make([]float32, n*widest), make([]float32, n*widest)
+}
+
+// forward computes the class probabilities of the n samples x (n rows of
+// features) into the last of m.acts.
+func (m *model) forward(x []float32, n int) {
+	m.scratch(n)
+	copy(m.acts[0], x)
+	for l := range m.layers() {
+		in, out := m.dims[l], m.dims[l+1]
+		a, z := m.acts[l], m.acts[l+1]
+		for o := range out {
+			row, bias := m.w[l][o*in:(o+1)*in], m.b[l][o]
+			for s := range n {
+				z[s*out+o] = bias + dot(row, a[s*in:(s+1)*in])
+			}
 		}
+		if l < m.layers()-1 {
+			for i, v := range z {
+				z[i] = float32(math.Tanh(float64(v)))
+			}
+			continue
+		}
+		for s := range n {
+			softmax(z[s*out : (s+1)*out])
+		}
+	}
+}
+
+// softmax turns logits into probabilities in place.
+func softmax(p []float32) {
+	top := float32(math.Inf(-1))
+	for _, v := range p {
+		top = max(top, v)
+	}
+	var z float32
+	for k, v := range p {
+		p[k] = float32(math.Exp(float64(v - top)))
+		z += p[k]
+	}
+	for k := range p {
+		p[k] /= z
+	}
+}
+
+// score returns the summed cross-entropy of the batch forward last ran
+// against labels y, and how many of its samples had y most probable.
+func (m *model) score(y []int) (loss float64, correct int) {
+	p := m.acts[m.layers()]
+	for s, label := range y {
+		ps := p[s*classes : (s+1)*classes]
+		best := 0
+		for k := range classes {
+			if ps[k] > ps[best] {
+				best = k
+			}
+		}
+		if best == label {
+			correct++
+		}
+		loss -= math.Log(math.Max(float64(ps[label]), 1e-12))
+	}
+	return loss, correct
+}
+
+// backward adds the gradient of the batch's loss against y, scaled by
+// scale, to grad (laid out as params). forward must have just run on the
+// batch.
+func (m *model) backward(y []int, scale float32, grad []float32) {
+	n := len(y)
+	top := m.layers()
+	delta := m.delta[:n*classes]
+	copy(delta, m.acts[top])
+	for s, label := range y {
+		delta[s*classes+label]--
+	}
+	for i := range delta {
+		delta[i] *= scale
+	}
+	for l := top - 1; l >= 0; l-- {
+		in, out := m.dims[l], m.dims[l+1]
+		a := m.acts[l]
+		gw := grad[m.off[l] : m.off[l]+out*in]
+		gb := grad[m.off[l]+out*in : m.off[l]+out*(in+1)]
+		for o := range out {
+			row := gw[o*in : (o+1)*in]
+			for s := range n {
+				d := delta[s*out+o]
+				gb[o] += d
+				axpy(row, d, a[s*in:(s+1)*in])
+			}
+		}
+		if l == 0 {
+			break
+		}
+		// The gradient of layer l's activations, then of its
+		// pre-activations through tanh.
+		prev := m.prev[:n*in]
+		clear(prev)
+		for o := range out {
+			w := m.w[l][o*in : (o+1)*in]
+			for s := range n {
+				axpy(prev[s*in:(s+1)*in], delta[s*out+o], w)
+			}
+		}
+		for i, h := range a[:n*in] {
+			prev[i] *= 1 - h*h
+		}
+		m.delta, m.prev = m.prev, m.delta
+		delta = prev
+	}
+}
+
+// dot is the inner product of a and b[:len(a)], in four running sums.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += float32(a[i] * b[i])
+		s1 += float32(a[i+1] * b[i+1])
+		s2 += float32(a[i+2] * b[i+2])
+		s3 += float32(a[i+3] * b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += float32(a[i] * b[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds alpha·x[:len(y)] to y.
+func axpy(y []float32, alpha float32, x []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += float32(alpha * x[i])
 	}
 }
 
@@ -272,13 +374,129 @@ func checksum(p []float32) uint64 {
 // result is what train reports.
 type result struct {
 	loss, accuracy float64 // last epoch's training loss and the test accuracy
+	testLoss       float64 // mean cross-entropy on the test set
 	samplesPerSec  float64
 	checksum       uint64
+	// stages are the bytes per step of each stage, from the profiler's
+	// records (empty when the profiler is off).
+	stages []stageBytes
 }
 
-// train runs data-parallel SGD on c: every rank computes the gradient of
-// its shard of each step's batch, the gradients are averaged with one
-// all-reduce, and every rank applies the same update.
+// stageBytes is what the comms logger recorded for one stage of training:
+// the gradient (or momentum) traffic of its steps.
+type stageBytes struct {
+	stage   string         // "exact" or, for 1-bit Adam, "warm-up" and "compression"
+	logName string         // the log name of the stage's collectives
+	steps   int            // steps taken in the stage
+	bytes   int64          // sum of the records' message sizes
+	ops     map[string]int // records per op
+}
+
+// perStep is the stage's bytes per step.
+func (s stageBytes) perStep() float64 {
+	if s.steps == 0 {
+		return 0
+	}
+	return float64(s.bytes) / float64(s.steps)
+}
+
+func (s stageBytes) String() string {
+	ops := make([]string, 0, len(s.ops))
+	for op, n := range s.ops {
+		ops = append(ops, fmt.Sprintf("%s x%d", op, n/max(s.steps, 1)))
+	}
+	slices.Sort(ops)
+	return fmt.Sprintf("%s stage %.0f B (%s), %d steps", s.stage, s.perStep(), strings.Join(ops, ", "), s.steps)
+}
+
+// Log names of the per-step collectives, by stage, so that the profiler's
+// records say which stage sent what.
+const (
+	gradLogName     = "all_reduce(avg) grads"
+	momentumLogName = "onebit momentum"
+)
+
+// stepper is one optimizer step from this rank's local gradient: it
+// averages the gradient (or momentum) over the ranks and moves params.
+type stepper interface {
+	// step updates the parameters with the local gradient grad (which it
+	// may overwrite); it reports the stage the step ran in and the log
+	// name of its collectives.
+	step(ctx context.Context, grad []float32) (stage, logName string, err error)
+}
+
+// newStepper builds the configured optimizer over params.
+func newStepper(c *comm.Comm, cfg config, params []float32) (stepper, error) {
+	lr := cfg.lr
+	switch cfg.optim {
+	case optimSGD:
+		if lr == 0 {
+			lr = 0.05
+		}
+		return &sgd{c: c, lr: float32(lr), params: params, velocity: make([]float32, len(params))}, nil
+	case optimAdam:
+		a, err := optim.NewAdam(optim.Config{LR: lr}, params)
+		if err != nil {
+			return nil, err
+		}
+		return &adam{c: c, a: a}, nil
+	case optimOnebitAdam:
+		o, err := optim.NewOnebitAdam(c, optim.OnebitConfig{Config: optim.Config{LR: lr}, FreezeStep: cfg.freezeStep}, params)
+		if err != nil {
+			return nil, err
+		}
+		return &onebitAdam{o: o}, nil
+	}
+	return nil, fmt.Errorf("unknown optimizer %q: use %s", cfg.optim, optimNames)
+}
+
+// sgd is SGD with momentum 0.9 over gradients averaged by an all-reduce.
+type sgd struct {
+	c                *comm.Comm
+	lr               float32
+	params, velocity []float32
+}
+
+func (s *sgd) step(ctx context.Context, grad []float32) (string, string, error) {
+	if err := comm.AllReduce(comm.WithLogName(ctx, gradLogName), s.c, grad, grad, comm.Avg); err != nil {
+		return "", "", fmt.Errorf("gradient all-reduce: %w", err)
+	}
+	const momentum = 0.9
+	for i, g := range grad {
+		s.velocity[i] = momentum*s.velocity[i] + g
+		s.params[i] -= s.lr * s.velocity[i]
+	}
+	return "exact", gradLogName, nil
+}
+
+// adam is Adam over gradients averaged by an all-reduce.
+type adam struct {
+	c *comm.Comm
+	a *optim.Adam
+}
+
+func (a *adam) step(ctx context.Context, grad []float32) (string, string, error) {
+	if err := comm.AllReduce(comm.WithLogName(ctx, gradLogName), a.c, grad, grad, comm.Avg); err != nil {
+		return "", "", fmt.Errorf("gradient all-reduce: %w", err)
+	}
+	return "exact", gradLogName, a.a.Step(grad)
+}
+
+// onebitAdam is 1-bit Adam, which communicates by itself.
+type onebitAdam struct{ o *optim.OnebitAdam }
+
+func (o *onebitAdam) step(ctx context.Context, grad []float32) (string, string, error) {
+	stage, name := "warm-up", gradLogName
+	if o.o.Compressing() {
+		stage, name = "compression", momentumLogName
+	}
+	return stage, name, o.o.Step(comm.WithLogName(ctx, name), grad)
+}
+
+// train runs data-parallel training on c: every rank computes the gradient
+// of its shard of each step's batch, and the optimizer averages it (or,
+// in 1-bit Adam's compression stage, the momentum) over the ranks, so
+// that every rank applies the same update.
 func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result, error) {
 	rank, size := c.Rank(), c.Size()
 	say := func(format string, args ...any) {
@@ -292,7 +510,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if steps == 0 {
 		return result{}, fmt.Errorf("%d samples on %d ranks leave fewer than one batch of %d per rank: use more -samples or a smaller -batch", cfg.samples, size, cfg.batch)
 	}
-	m := newModel(cfg.hidden)
+	m := newModel(cfg.hidden, cfg.layers)
 	if rank == 0 {
 		m.init(cfg.seed)
 	}
@@ -300,17 +518,22 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if err := comm.Broadcast(comm.WithLogName(ctx, "broadcast"), c, m.params, 0); err != nil {
 		return result{}, fmt.Errorf("broadcasting the initial weights: %w", err)
 	}
+	opt, err := newStepper(c, cfg, m.params)
+	if err != nil {
+		return result{}, err
+	}
 	launcher := "none"
 	if env, err := comm.ReadEnvironment(nil); err == nil {
 		launcher = env.Launcher.String()
 	}
-	say("train: %d ranks (launcher: %s), %d parameters, %d training samples (%d per rank), %d steps of %d x %d per epoch",
-		size, launcher, len(m.params), trainSet.len(), perRank, steps, size, cfg.batch)
+	say("train: %d ranks (launcher: %s), %d parameters (%s of gradient), %s, %d training samples (%d per rank), %d steps of %d x %d per epoch",
+		size, launcher, len(m.params), profile.ConvertSize(int64(4*len(m.params))), cfg.optimizerString(), trainSet.len(), perRank, steps, size, cfg.batch)
 
-	gradCtx := comm.WithLogName(ctx, "all_reduce(avg) grads")
 	grad := make([]float32, len(m.params))
-	velocity := make([]float32, len(m.params))
-	const momentum = 0.9
+	batchX := make([]float32, cfg.batch*features)
+	batchY := make([]int, cfg.batch)
+	stageSteps := map[string]int{}
+	var stageOrder []stageBytes
 	var res result
 	var elapsed time.Duration
 	for epoch := 1; epoch <= cfg.epochs; epoch++ {
@@ -324,24 +547,24 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		}
 		var lossSum, correct float64
 		for s := range steps {
+			for k, i := range mine[s*cfg.batch : (s+1)*cfg.batch] {
+				copy(batchX[k*features:(k+1)*features], trainSet.x[i*features:(i+1)*features])
+				batchY[k] = trainSet.y[i]
+			}
+			m.forward(batchX, cfg.batch)
+			l, ok := m.score(batchY)
+			lossSum += l
+			correct += float64(ok)
 			clear(grad)
-			scale := float32(1) / float32(cfg.batch)
-			for _, i := range mine[s*cfg.batch : (s+1)*cfg.batch] {
-				x := trainSet.x[i*features : (i+1)*features]
-				l, ok := m.loss(x, trainSet.y[i])
-				lossSum += l
-				if ok {
-					correct++
-				}
-				m.backward(x, trainSet.y[i], scale, grad)
+			m.backward(batchY, float32(1)/float32(cfg.batch), grad)
+			stage, logName, err := opt.step(ctx, grad)
+			if err != nil {
+				return result{}, fmt.Errorf("epoch %d step %d: %w", epoch, s, err)
 			}
-			if err := comm.AllReduce(gradCtx, c, grad, grad, comm.Avg); err != nil {
-				return result{}, fmt.Errorf("epoch %d step %d: gradient all-reduce: %w", epoch, s, err)
+			if stageSteps[stage] == 0 {
+				stageOrder = append(stageOrder, stageBytes{stage: stage, logName: logName})
 			}
-			for i, g := range grad {
-				velocity[i] = momentum*velocity[i] + g
-				m.params[i] -= float32(cfg.lr) * velocity[i]
-			}
+			stageSteps[stage]++
 		}
 		sums := []float64{lossSum, correct, float64(steps * cfg.batch)}
 		if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
@@ -357,19 +580,31 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		res.samplesPerSec = float64(cfg.epochs*steps*cfg.batch*size) / elapsed.Seconds()
 	}
 
-	// Held-out accuracy, each rank scoring its share of the test set.
-	var testCorrect, testN float64
+	// Held-out loss and accuracy, each rank scoring its share of the test
+	// set a batch at a time.
+	var testLoss, testCorrect, testN float64
+	var idx []int
 	for i := rank; i < testSet.len(); i += size {
-		if _, ok := m.loss(testSet.x[i*features:(i+1)*features], testSet.y[i]); ok {
-			testCorrect++
-		}
-		testN++
+		idx = append(idx, i)
 	}
-	sums := []float64{testCorrect, testN}
+	for len(idx) > 0 {
+		k := min(len(idx), cfg.batch)
+		for j, i := range idx[:k] {
+			copy(batchX[j*features:(j+1)*features], testSet.x[i*features:(i+1)*features])
+			batchY[j] = testSet.y[i]
+		}
+		m.forward(batchX[:k*features], k)
+		l, ok := m.score(batchY[:k])
+		testLoss += l
+		testCorrect += float64(ok)
+		testN += float64(k)
+		idx = idx[k:]
+	}
+	sums := []float64{testLoss, testCorrect, testN}
 	if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
 		return result{}, fmt.Errorf("test metrics all-reduce: %w", err)
 	}
-	res.accuracy = sums[0] / sums[1]
+	res.testLoss, res.accuracy = sums[0]/sums[2], sums[1]/sums[2]
 
 	// Every rank must end with the same parameters.
 	res.checksum = checksum(m.params)
@@ -383,12 +618,40 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		}
 	}
 	say("parameters identical on all %d ranks", size)
+	// What each stage sent per step, as the comms logger counted it.
+	if c.Profiling() && size > 1 {
+		res.stages = countStageBytes(c.ProfileRecords(), stageOrder, stageSteps)
+		for _, s := range res.stages {
+			say("train: bytes per step (profiler): %s", s)
+		}
+		if n := len(res.stages); n > 1 && res.stages[n-1].perStep() > 0 {
+			say("train: the %s stage sends %.1fx fewer bytes per step than the %s stage",
+				res.stages[n-1].stage, res.stages[0].perStep()/res.stages[n-1].perStep(), res.stages[0].stage)
+		}
+	}
 	// The comms logger's table (and trace file), when profiling is on; a
 	// collective, so every rank calls it and rank 0 prints.
 	if err := c.LogSummary(ctx, out, true); err != nil {
 		return res, fmt.Errorf("comms summary: %w", err)
 	}
-	say("train: done: %d ranks, %d epochs, loss %.4f, test accuracy %.2f%%, %.0f samples/s, parameter checksum %016x",
-		size, cfg.epochs, res.loss, 100*res.accuracy, res.samplesPerSec, res.checksum)
+	say("train: done: %d ranks, %d epochs, loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s, parameter checksum %016x",
+		size, cfg.epochs, res.loss, res.testLoss, 100*res.accuracy, res.samplesPerSec, res.checksum)
 	return res, nil
+}
+
+// countStageBytes sums, per stage, the message sizes of the successful
+// records carrying the stage's log name.
+func countStageBytes(recs []profile.Record, stages []stageBytes, steps map[string]int) []stageBytes {
+	out := make([]stageBytes, 0, len(stages))
+	for _, s := range stages {
+		s.steps, s.ops = steps[s.stage], map[string]int{}
+		for _, r := range recs {
+			if r.Err == "" && r.Name == s.logName {
+				s.bytes += r.Bytes
+				s.ops[r.Op]++
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
