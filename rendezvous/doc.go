@@ -81,6 +81,19 @@
 // support torch 1.x's WATCH_KEY (watch callbacks; not exposed to Python):
 // such a connection is closed.
 //
+// Waits are kept per connection exactly as torch's server keeps them, which
+// matters to a torch 1.x client whose wait timed out: it has no
+// CANCEL_WAIT, keeps its connection and goes on. A WAIT that has to wait
+// registers its missing keys and sets the connection's count of awaited
+// keys, replacing the count an abandoned WAIT left; each set of a
+// registered key decrements the count, and the decrement that reaches zero
+// sends STOP_WAITING (below zero nothing is sent). So a retried wait is
+// released when its own keys appear, and an abandoned wait's key appearing
+// while the connection waits for nothing sends a STOP_WAITING early, which
+// the client's next WAIT takes as its answer, as with torch's server. Every
+// other request on the connection is answered as usual. A closed
+// connection's registrations, or a 2.x CANCEL_WAIT's, are dropped.
+//
 // TCPStore, our client, speaks the 1.x protocol, so it works with torch 1.x
 // servers and with ours but not with a torch 2.x server (which drops a
 // connection that does not open with VALIDATE). It sends requests one at a
@@ -91,7 +104,9 @@
 // so other goroutines keep using the store. When a ctx ends a request, the
 // client closes that connection instead of cancelling (1.x has no
 // CANCEL_WAIT; servers forget the waits of a closed connection) and dials
-// a new one for the next request.
+// a new one for the next request, so a STOP_WAITING owed to an abandoned
+// wait never reaches it; it also checks the keys again after every
+// STOP_WAITING before a Wait or Get returns.
 //
 // Limits: the server closes a connection that sends a key over MaxKeyLen,
 // a value over MaxValueLen, more than MaxKeys keys in one query, an unknown

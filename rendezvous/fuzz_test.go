@@ -82,7 +82,7 @@ func FuzzTCPStoreServe(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		srv := &TCPStoreServer{done: make(chan struct{}), t: newTable(), conns: map[*serverConn]struct{}{}}
 		client, server := net.Pipe()
-		c := &serverConn{srv: srv, nc: server, br: bufio.NewReader(server)}
+		c := newServerConn(srv, server)
 		srv.conns[c] = struct{}{}
 		srv.wg.Add(1)
 		served := make(chan struct{})

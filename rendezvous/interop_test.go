@@ -304,3 +304,180 @@ func TestFileStoreWithTorch(t *testing.T) {
 		t.Fatalf("NumKeys = %d, %v; want 3 (torch's cleanup/ counter is not a key)", n, err)
 	}
 }
+
+// torchAbandonedWaitScript runs a torch client ("a") that lets waits time
+// out and goes on using its connection, beside a second client ("b") that
+// sets the keys, against torch's own server (argument "torch") or the one
+// at host port. It prints one JSON list of [step, outcome] pairs.
+const torchAbandonedWaitScript = `
+import sys, json, threading, datetime
+import torch.distributed as d
+T = datetime.timedelta
+if sys.argv[1] == "torch":
+    master = d.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=T(seconds=30))
+    host, port = "127.0.0.1", master.port
+else:
+    host, port = sys.argv[1], int(sys.argv[2])
+a = d.TCPStore(host, port, is_master=False, timeout=T(seconds=30))
+b = d.TCPStore(host, port, is_master=False, timeout=T(seconds=30))
+out = []
+def step(name, fn):
+    try:
+        r = fn()
+        out.append([name, "ok" if r is None else (r.decode() if isinstance(r, bytes) else r)])
+    except Exception as e:
+        out.append([name, "timeout" if "imeout" in str(e) else "error: " + str(e)])
+def applied():
+    b.num_keys() # answered once b's earlier sets are applied
+step("wait never", lambda: a.wait(["never"], T(seconds=1)))
+threading.Timer(0.3, lambda: b.set("late", b"L")).start()
+step("wait late", lambda: a.wait(["late"]))
+step("get late", lambda: a.get("late"))
+step("add", lambda: a.add("cnt", 5))
+b.set("never", b"N")
+applied()
+step("wait absent1", lambda: a.wait(["absent1"], T(milliseconds=500)))
+step("add after never set", lambda: a.add("cnt", 1))
+b.set("absent1", b"x")
+applied()
+step("wait absent2", lambda: a.wait(["absent2"], T(seconds=1)))
+step("add after absent1 set", lambda: a.add("cnt", 1))
+step("get absent1", lambda: a.get("absent1"))
+step("b get cnt", lambda: b.get("cnt"))
+print(json.dumps(out), flush=True)
+`
+
+// TestTorchClientAbandonedWait: a torch 1.13 client whose wait timed out
+// keeps using its connection, as rendezvous loops that retry a wait do.
+// The same steps run against torch's own server, which documents the
+// reference behaviour, and against ours, which must match it step by step.
+func TestTorchClientAbandonedWait(t *testing.T) {
+	t.Parallel()
+	requireTorch(t)
+	// What torch 1.13's server does (see connWaits): the abandoned wait on
+	// "never" leaves a count that the WAIT on "late" replaces, so "late"
+	// releases it and "never" appearing later sends nothing; "absent1"
+	// appearing after its wait was abandoned sends a STOP_WAITING nobody
+	// asked for yet, which releases the next wait ("absent2", never set)
+	// at once; every other request is answered as usual.
+	want := [][2]any{
+		{"wait never", "timeout"},
+		{"wait late", "ok"},
+		{"get late", "L"},
+		{"add", 5.0},
+		{"wait absent1", "timeout"},
+		{"add after never set", 6.0},
+		{"wait absent2", "ok"},
+		{"add after absent1 set", 7.0},
+		{"get absent1", "x"},
+		{"b get cnt", "7"},
+	}
+	run := func(t *testing.T, args ...string) {
+		out, wait := startPython(t, torchAbandonedWaitScript, args...)
+		line := readLine(t, out, wait)
+		if err := wait(); err != nil {
+			t.Fatalf("python: %v", err)
+		}
+		var got [][2]any
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("python printed %q: %v", line, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("python took %d steps, want %d: %v", len(got), len(want), got)
+		}
+		for i, w := range want {
+			if got[i] != w {
+				t.Errorf("step %q: %v, want %v", w[0], got[i][1], w[1])
+			}
+		}
+	}
+	t.Run("torch server", func(t *testing.T) {
+		t.Parallel()
+		run(t, "torch")
+	})
+	t.Run("gocomm server", func(t *testing.T) {
+		t.Parallel()
+		srv := startServer(t)
+		host, port, _ := strings.Cut(srv.Addr().String(), ":")
+		run(t, host, port)
+		st, err := DialTCPStore(testCtx(t), srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		wantValue(t, st, "cnt", "7")
+	})
+}
+
+const torchIdleMasterScript = `
+import sys, datetime
+import torch.distributed as d
+s = d.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
+print(s.port, flush=True)
+s.wait(["go/done"])
+`
+
+// TestGoClientAbandonedWait: when ctx ends one of our client's waits, the
+// client drops that wait's connection, so the server forgets the wait (the
+// 1.x protocol has no CANCEL_WAIT; torch 2.x's client cancels instead).
+// Unlike torch 1.x's client, which keeps the connection, ours is never
+// handed a STOP_WAITING meant for the abandoned wait when its key appears
+// later: the next wait still waits. Checked against torch's server and ours.
+func TestGoClientAbandonedWait(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, addr string) {
+		ctx := testCtx(t)
+		st, err := DialTCPStore(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		setter, err := DialTCPStore(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer setter.Close()
+		shortWait := func(key string) error {
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return st.Wait(short, key)
+		}
+		for _, key := range []string{"never", "absent1"} {
+			if err := shortWait(key); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Wait(%s) = %v, want a deadline error", key, err)
+			}
+			mustSet(t, setter, key, "x") // the abandoned wait's key appears
+		}
+		if err := shortWait("absent2"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait(absent2), never set, after abandoned waits: %v, want a deadline error", err)
+		}
+		late := asyncGet(ctx, st, "late")
+		notYet(t, late, "Get(late)")
+		mustSet(t, setter, "late", "L")
+		if r := within(t, late, 10*time.Second, "Get(late)"); r.err != nil || string(r.v) != "L" {
+			t.Fatalf("Get(late) = %q, %v", r.v, r.err)
+		}
+		if n, err := st.Add(ctx, "cnt", 3); err != nil || n != 3 {
+			t.Fatalf("Add = %d, %v; want 3", n, err)
+		}
+		wantValue(t, st, "absent1", "x")
+		mustSet(t, st, "go/done", "1")
+	}
+	t.Run("gocomm server", func(t *testing.T) {
+		t.Parallel()
+		run(t, startServer(t).Addr().String())
+	})
+	t.Run("torch server", func(t *testing.T) {
+		t.Parallel()
+		requireTorch(t)
+		out, wait := startPython(t, torchIdleMasterScript)
+		port := readLine(t, out, wait)
+		if _, err := strconv.Atoi(port); err != nil {
+			t.Fatalf("python printed %q, not a port", port)
+		}
+		run(t, "127.0.0.1:"+port)
+		if err := wait(); err != nil {
+			t.Fatalf("python: %v", err)
+		}
+	})
+}

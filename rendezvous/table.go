@@ -10,6 +10,9 @@ import "bytes"
 type table struct {
 	data    map[string][]byte
 	waiting map[string][]*waiter // key -> waiters still missing it
+	// connWaiting is key -> the TCP connections whose WAITs registered it,
+	// once per registration (see connWaits).
+	connWaiting map[string][]*connWaits
 }
 
 // waiter is one pending Wait. Like torch's server it counts keys: ready is
@@ -21,8 +24,42 @@ type waiter struct {
 	ready     chan struct{}
 }
 
+// connWaits is a TCP server connection's wait state, kept exactly as torch's
+// TCPStore server keeps it (TCPStoreMasterDaemon's keysAwaited_ and
+// waitingSockets_), so that a client which abandons a wait and goes on
+// using its connection sees what torch's server would send it:
+//
+//   - a WAIT whose keys all exist is answered at once and leaves the state
+//     alone;
+//   - otherwise every missing key is registered (once per mention) and
+//     awaited is set to their number, replacing whatever an earlier,
+//     abandoned WAIT left;
+//   - setting a key removes its registrations and decrements awaited once
+//     per registration; the decrement that reaches zero owes the client a
+//     STOP_WAITING, whichever WAIT it was meant for. Below zero the counter
+//     wraps, as torch's size_t does, and owes nothing.
+//
+// A connection that closes, or sends torch 2.x's CANCEL_WAIT, drops all of
+// it (clearWaits). The fields are owned by the table's owner.
+type connWaits struct {
+	awaited uint64
+	// stops counts STOP_WAITING answers owed and not yet taken for
+	// sending; notify (capacity 1) is poked when it grows.
+	stops  int
+	notify chan struct{}
+}
+
+func newConnWaits() *connWaits { return &connWaits{notify: make(chan struct{}, 1)} }
+
+// takeStops returns the STOP_WAITING answers owed and forgets them.
+func (cw *connWaits) takeStops() int {
+	n := cw.stops
+	cw.stops = 0
+	return n
+}
+
 func newTable() *table {
-	return &table{data: map[string][]byte{}, waiting: map[string][]*waiter{}}
+	return &table{data: map[string][]byte{}, waiting: map[string][]*waiter{}, connWaiting: map[string][]*connWaits{}}
 }
 
 func (t *table) get(key string) ([]byte, bool) {
@@ -134,7 +171,57 @@ func (t *table) unwatch(w *waiter) {
 	}
 }
 
+// waitConn registers a connection's WAIT for keys (see connWaits). It
+// reports whether every key exists, in which case the WAIT is answered at
+// once and nothing is registered.
+func (t *table) waitConn(cw *connWaits, keys []string) bool {
+	if t.check(keys) {
+		return true
+	}
+	var n uint64
+	for _, k := range keys {
+		if _, ok := t.data[k]; !ok {
+			t.connWaiting[k] = append(t.connWaiting[k], cw)
+			n++
+		}
+	}
+	cw.awaited = n
+	return false
+}
+
+// clearWaits drops every registration of cw and its count (torch's
+// clearSocketWaitState). STOP_WAITING answers already owed stay owed.
+func (t *table) clearWaits(cw *connWaits) {
+	for k, cws := range t.connWaiting {
+		kept := cws[:0]
+		for _, x := range cws {
+			if x != cw {
+				kept = append(kept, x)
+			}
+		}
+		if len(kept) == 0 {
+			delete(t.connWaiting, k)
+		} else {
+			t.connWaiting[k] = kept
+		}
+	}
+	cw.awaited = 0
+}
+
 func (t *table) wake(key string) {
+	if cws, ok := t.connWaiting[key]; ok {
+		delete(t.connWaiting, key)
+		for _, cw := range cws {
+			cw.awaited--
+			if cw.awaited == 0 {
+				cw.stops++
+				select {
+				case cw.notify <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 	ws, ok := t.waiting[key]
 	if !ok {
 		return

@@ -285,10 +285,76 @@ func TestServerWaitSemantics(t *testing.T) {
 	// The connection serves requests after its wait ended.
 	send(t, c, encode(t, d, request{op: opCheck, keys: []string{"a", "b"}}))
 	expectReply(t, c, []byte{checkReady})
-	// A second WAIT while one is pending breaks the protocol.
-	send(t, c, encode(t, d, request{op: opWait, keys: []string{"x"}}))
-	send(t, c, encode(t, d, request{op: opWait, keys: []string{"y"}}))
-	expectClosed(t, c)
+	// Only the missing keys are awaited.
+	send(t, c, encode(t, d, request{op: opWait, keys: []string{"a", "c"}}))
+	expectNothing(t, c)
+	set("c")
+	expectReply(t, c, []byte{waitStop})
+}
+
+// TestServerAbandonedWait: a torch 1.x client whose wait timed out keeps
+// its connection and goes on (1.x has no CANCEL_WAIT). The server treats it
+// as torch 1.13's does (TestTorchClientAbandonedWait checks the same
+// against torch itself): the connection has one count of awaited keys,
+// replaced by each WAIT that has to wait; every set of a registered key
+// decrements it, and reaching zero sends STOP_WAITING.
+func TestServerAbandonedWait(t *testing.T) {
+	srv := startServer(t)
+	c := rawConn(t, srv)
+	setter := rawConn(t, srv)
+	d := dialectV1
+	wait := func(keys ...string) { send(t, c, encode(t, d, request{op: opWait, keys: keys})) }
+	// set returns once the server has applied the SET (a CHECK of no keys
+	// on the same connection is answered after it).
+	set := func(k string) {
+		t.Helper()
+		send(t, setter, encode(t, d, request{op: opSet, keys: []string{k}, values: [][]byte{[]byte("v")}}),
+			encode(t, d, request{op: opCheck}))
+		expectReply(t, setter, []byte{checkReady})
+	}
+	check := func(keys ...string) { send(t, c, encode(t, d, request{op: opCheck, keys: keys})) }
+	u64 := func(n uint64) []byte { return binary.LittleEndian.AppendUint64(nil, n) }
+
+	// The case: a wait on "never" is abandoned, the next WAIT on
+	// "late" is answered when "late" is set, and requests keep being served.
+	wait("never")
+	expectNothing(t, c)
+	wait("late")
+	expectNothing(t, c)
+	set("late")
+	expectReply(t, c, []byte{waitStop})
+	send(t, c, encode(t, d, request{op: opAdd, keys: []string{"n"}, delta: 2}))
+	expectReply(t, c, u64(2))
+	// "never" appearing now takes the count below zero: nothing is sent.
+	set("never")
+	check("never")
+	expectReply(t, c, []byte{checkReady})
+
+	// A key of an abandoned wait that appears before the next WAIT owes
+	// the connection a STOP_WAITING, sent ahead of the next answer.
+	wait("gone")
+	set("gone")
+	check("gone")
+	expectReply(t, c, []byte{waitStop, checkReady})
+	// A WAIT whose keys all exist is answered at once and leaves the
+	// count of an abandoned one alone.
+	wait("x", "y")
+	wait("never")
+	expectReply(t, c, []byte{waitStop})
+	set("x")
+	expectNothing(t, c)
+	set("y")
+	expectReply(t, c, []byte{waitStop})
+
+	// A connection closed while waiting disturbs no other.
+	other := rawConn(t, srv)
+	send(t, other, encode(t, d, request{op: opWait, keys: []string{"k"}}))
+	other.Close()
+	wait("k")
+	set("k")
+	expectReply(t, c, []byte{waitStop})
+	send(t, setter, encode(t, d, request{op: opNumKeys}))
+	expectReply(t, setter, u64(7)) // late, n, never, gone, x, y, k
 }
 
 func TestDialRetriesUntilServerAppears(t *testing.T) {

@@ -16,7 +16,8 @@ import (
 // ranks and torch ranks of either generation can share it. See the package
 // doc for what is and is not supported.
 //
-// Each connection is served by its own goroutine; a connection that sends
+// Each connection is served by its own goroutine (and one that sends the
+// STOP_WAITINGs its waits earn); a connection that sends
 // something the server cannot serve (an unknown query, a key over
 // MaxKeyLen, a value over MaxValueLen, more than MaxKeys keys, a GET of a
 // missing key, an ADD to a non-counter) is closed and the others carry on.
@@ -96,7 +97,7 @@ func (s *TCPStoreServer) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
-		c := &serverConn{srv: s, nc: nc, br: bufio.NewReader(nc)}
+		c := newServerConn(s, nc)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -116,26 +117,32 @@ type serverConn struct {
 	nc  net.Conn
 	br  *bufio.Reader
 
-	wmu sync.Mutex // serialises writes: replies and the waiter's STOP_WAITING
+	// waits is the connection's wait state in srv.t, guarded by srv.mu.
+	waits *connWaits
 
-	// pending is the connection's outstanding WAIT; owned by serve.
-	pending *pendingWait
+	// wmu serialises writes: serve's replies and sendStops' STOP_WAITINGs.
+	// Holding it while taking the owed STOP_WAITINGs under srv.mu keeps
+	// them in the order torch's single-threaded server would send them.
+	wmu sync.Mutex
 }
 
-// pendingWait is a WAIT that could not be answered at once. Its goroutine
-// sends STOP_WAITING when w fires, unless cancel closes first.
-type pendingWait struct {
-	w      *waiter
-	cancel chan struct{}
-	done   chan struct{} // closed when the goroutine has ended
+func newServerConn(s *TCPStoreServer, nc net.Conn) *serverConn {
+	return &serverConn{srv: s, nc: nc, br: bufio.NewReader(nc), waits: newConnWaits()}
 }
 
 func (c *serverConn) serve() {
 	defer c.srv.wg.Done()
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		c.sendStops(quit)
+	}()
 	defer func() {
-		c.endWait()
 		c.nc.Close()
+		close(quit)
+		<-stopped
 		c.srv.mu.Lock()
+		c.srv.t.clearWaits(c.waits)
 		delete(c.srv.conns, c)
 		c.srv.mu.Unlock()
 	}()
@@ -153,7 +160,45 @@ func (c *serverConn) serve() {
 			return // 2.x: VALIDATE first and only first
 		}
 		first = false
-		if err := c.handle(req); err != nil {
+		if err := c.serveRequest(req); err != nil {
+			return
+		}
+	}
+}
+
+// serveRequest applies req and writes its answer, preceded by the
+// STOP_WAITINGs owed before it was applied.
+func (c *serverConn) serveRequest(req request) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	out, err := c.handle(req)
+	if err != nil || len(out) == 0 {
+		return err
+	}
+	_, err = c.nc.Write(out)
+	return err
+}
+
+// sendStops writes the STOP_WAITINGs that sets by other connections (or
+// this one) come to owe while serve is reading, until quit closes.
+func (c *serverConn) sendStops(quit <-chan struct{}) {
+	for {
+		select {
+		case <-c.waits.notify:
+		case <-quit:
+			return
+		}
+		c.wmu.Lock()
+		c.srv.mu.Lock()
+		n := c.waits.takeStops()
+		c.srv.mu.Unlock()
+		var err error
+		if n > 0 {
+			_, err = c.nc.Write(make([]byte, n)) // STOP_WAITING is 0
+		}
+		c.wmu.Unlock()
+		if err != nil {
+			c.nc.Close() // serve's read fails and ends the connection
 			return
 		}
 	}
@@ -162,146 +207,94 @@ func (c *serverConn) serve() {
 // errDrop makes serve close the connection.
 var errDrop = errors.New("drop connection")
 
-func (c *serverConn) handle(req request) error {
+// withTable runs fn on the table under the server's lock and returns its
+// answer preceded by the STOP_WAITINGs this connection is owed by then: torch's
+// server would have sent those before serving this request.
+func (c *serverConn) withTable(fn func(t *table) ([]byte, error)) ([]byte, error) {
 	s := c.srv
+	s.mu.Lock()
+	out, err := fn(s.t)
+	n := c.waits.takeStops()
+	s.mu.Unlock()
+	if n > 0 && err == nil {
+		out = append(make([]byte, n, n+len(out)), out...)
+	}
+	return out, err
+}
+
+// handle applies req and returns its answer (nil for the queries that have
+// none); errDrop closes the connection.
+func (c *serverConn) handle(req request) ([]byte, error) {
 	switch req.op {
 	case opValidate:
 		if req.word != validationMagic {
-			return errDrop
+			return nil, errDrop
 		}
-		return nil
+		return nil, nil
 	case opPing:
-		return c.write(binary.LittleEndian.AppendUint32(nil, req.word))
+		return c.withTable(func(*table) ([]byte, error) {
+			return binary.LittleEndian.AppendUint32(nil, req.word), nil
+		})
+	}
+	return c.withTable(func(t *table) ([]byte, error) {
+		return c.apply(t, req)
+	})
+}
+
+// apply is handle's table work, run under the server's lock.
+func (c *serverConn) apply(t *table, req request) ([]byte, error) {
+	switch req.op {
 	case opSet:
-		s.mu.Lock()
-		s.t.set(req.keys[0], req.values[0])
-		s.mu.Unlock()
-		return nil
+		t.set(req.keys[0], req.values[0])
+		return nil, nil
 	case opAppend:
-		s.mu.Lock()
-		s.t.appendTo(req.keys[0], req.values[0])
-		s.mu.Unlock()
-		return nil
+		t.appendTo(req.keys[0], req.values[0])
+		return nil, nil
 	case opMultiSet:
-		s.mu.Lock()
 		for i, k := range req.keys {
-			s.t.set(k, req.values[i])
+			t.set(k, req.values[i])
 		}
-		s.mu.Unlock()
-		return nil
+		return nil, nil
 	case opCompareSet:
-		s.mu.Lock()
-		v := s.t.compareSet(req.keys[0], req.values[0], req.values[1])
-		s.mu.Unlock()
-		return c.write(appendSized(nil, v))
+		return appendSized(nil, t.compareSet(req.keys[0], req.values[0], req.values[1])), nil
 	case opGet, opMultiGet:
 		var out []byte
-		s.mu.Lock()
 		for _, k := range req.keys {
-			v, ok := s.t.get(k)
+			v, ok := t.get(k)
 			if !ok {
-				s.mu.Unlock()
-				return errDrop // torch's server fails the same way; clients WAIT first
+				return nil, errDrop // torch's server fails the same way; clients WAIT first
 			}
 			out = appendSized(out, v)
 		}
-		s.mu.Unlock()
-		return c.write(out)
+		return out, nil
 	case opAdd:
-		s.mu.Lock()
-		n, err := s.t.add(req.keys[0], req.delta)
-		s.mu.Unlock()
+		n, err := t.add(req.keys[0], req.delta)
 		if err != nil {
-			return errDrop
+			return nil, errDrop
 		}
-		return c.write(binary.LittleEndian.AppendUint64(nil, uint64(n)))
+		return binary.LittleEndian.AppendUint64(nil, uint64(n)), nil
 	case opCheck:
-		s.mu.Lock()
-		ok := s.t.check(req.keys)
-		s.mu.Unlock()
-		if ok {
-			return c.write([]byte{checkReady})
+		if t.check(req.keys) {
+			return []byte{checkReady}, nil
 		}
-		return c.write([]byte{checkNotReady})
+		return []byte{checkNotReady}, nil
 	case opWait:
-		return c.startWait(req.keys)
+		if t.waitConn(c.waits, req.keys) {
+			return []byte{waitStop}, nil
+		}
+		return nil, nil // answered by sendStops once the keys are set
 	case opCancelWait:
-		c.endWait()
-		return c.write([]byte{waitCanceled})
+		t.clearWaits(c.waits)
+		return []byte{waitCanceled}, nil
 	case opNumKeys:
-		s.mu.Lock()
-		n := s.t.numKeys()
-		s.mu.Unlock()
-		return c.write(binary.LittleEndian.AppendUint64(nil, uint64(n)))
+		return binary.LittleEndian.AppendUint64(nil, uint64(t.numKeys())), nil
 	case opDeleteKey:
-		s.mu.Lock()
-		ok := s.t.remove(req.keys[0])
-		s.mu.Unlock()
 		var n uint64
-		if ok {
+		if t.remove(req.keys[0]) {
 			n = 1
 		}
-		return c.write(binary.LittleEndian.AppendUint64(nil, n))
+		return binary.LittleEndian.AppendUint64(nil, n), nil
 	default: // opWatchKey: torch 1.x watch callbacks are not supported
-		return errDrop
+		return nil, errDrop
 	}
-}
-
-func (c *serverConn) write(b []byte) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err := c.nc.Write(b)
-	return err
-}
-
-// startWait answers WAIT at once if every key exists, else leaves a
-// goroutine to answer when they do. One WAIT per connection may be pending,
-// as with torch's clients, which wait for the answer (or cancel) before
-// sending another.
-func (c *serverConn) startWait(keys []string) error {
-	if p := c.pending; p != nil {
-		select {
-		case <-p.w.ready:
-			// Answered: the client may have read STOP_WAITING before the
-			// goroutine that sent it has ended.
-			<-p.done
-			c.pending = nil
-		default:
-			return errDrop
-		}
-	}
-	s := c.srv
-	s.mu.Lock()
-	w := s.t.watch(keys)
-	s.mu.Unlock()
-	if w == nil {
-		return c.write([]byte{waitStop})
-	}
-	p := &pendingWait{w: w, cancel: make(chan struct{}), done: make(chan struct{})}
-	c.pending = p
-	go func() {
-		defer close(p.done)
-		select {
-		case <-w.ready:
-			c.write([]byte{waitStop}) // a failure shows up in serve's next read
-		case <-p.cancel:
-		case <-s.done:
-		}
-	}()
-	return nil
-}
-
-// endWait cancels the pending WAIT, if any, and waits for its goroutine, so
-// that a STOP_WAITING it was sending goes out before whatever follows.
-func (c *serverConn) endWait() {
-	p := c.pending
-	if p == nil {
-		return
-	}
-	c.pending = nil
-	close(p.cancel)
-	<-p.done
-	c.srv.mu.Lock()
-	c.srv.t.unwatch(p.w)
-	c.srv.mu.Unlock()
 }
