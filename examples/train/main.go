@@ -30,6 +30,13 @@
 // every rank ends with the same parameters, prints a table of the time spent
 // in collectives and a final line with a checksum of the parameters, equal
 // for runs with the same world size and flags under any launcher.
+//
+// The comms logger takes its configuration from GOCOMM_PROFILE (and the
+// other GOCOMM_PROFILE_* variables) when they are set, a DeepSpeed
+// comms_logger block for instance; -profile and -trace-dir, when given,
+// override them:
+//
+//	GOCOMM_PROFILE='{"enabled": true, "prof_all": false, "prof_ops": ["all_reduce"]}' go run ./examples/train
 package main
 
 import (
@@ -54,5 +61,7 @@ func main() {
 	flag.BoolVar(&cfg.profile, "profile", cfg.profile, "comms logger: print its summary and straggler report at the end")
 	flag.StringVar(&cfg.traceDir, "trace-dir", "", "with -profile: write a Chrome/Perfetto trace per rank here (merge with commtrace)")
 	flag.Parse()
+	cfg.flagsGiven = map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { cfg.flagsGiven[f.Name] = true })
 	os.Exit(run(context.Background(), cfg, os.Stdout, os.Stderr))
 }

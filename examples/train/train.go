@@ -35,8 +35,11 @@ type config struct {
 	freezeStep int
 	// profile switches the comms logger on (summary table and straggler
 	// report at the end); traceDir also writes a Perfetto trace per rank.
-	profile  bool
-	traceDir string
+	// Given on the command line (flagsGiven, by flag name) they override
+	// GOCOMM_PROFILE and the logger's other variables; see profileConfig.
+	profile    bool
+	traceDir   string
+	flagsGiven map[string]bool
 }
 
 func defaultConfig() config {
@@ -103,9 +106,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	prof := &profile.Config{Enabled: cfg.profile, TraceDir: cfg.traceDir}
-	if prof.TraceDir == "" {
-		prof.TraceDir = os.Getenv("GOCOMM_TRACE_DIR") // commrun --trace-dir
+	prof, err := cfg.profileConfig(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
 	}
 	c, err := comm.Init(ctx, comm.Options{Timeout: cfg.timeout, Profile: prof})
 	if err != nil {
