@@ -168,6 +168,11 @@ func ParseCompareArgs(args []string, out io.Writer) (CompareConfig, error) {
 	if cfg.Sweep.Ops, err = ParseOpSpecs(ops); err != nil {
 		return cfg, fmt.Errorf("commbench compare: --op: %w", err)
 	}
+	for _, sp := range cfg.Sweep.Ops {
+		if sp.Op == OneBit {
+			return cfg, fmt.Errorf("commbench compare: --op onebit: Open MPI and gloo have no 1-bit all-reduce; run commbench --op allreduce,onebit to compare it with gocomm's all-reduce")
+		}
+	}
 	if cfg.DType, err = ParseDType(dtype); err != nil {
 		return cfg, fmt.Errorf("commbench compare: -d: %w", err)
 	}

@@ -170,13 +170,19 @@ Columns (rank 0 prints them; one row per size):
             alltoall                    (n-1)/n
             broadcast, reduce           1
             sendrecv, pingpong          1
+            onebit                      2(n-1)/n
+          onebit's S is its float32 input, not the ~S/32 bytes it sends: its
+          algbw is the rate it averages float32 data at, its busbw what a plain
+          all-reduce would need to match it (so it can exceed the link speed)
   #wrong  with --check, elements that differ from the expected result over all
-          ranks (N/A without)
+          ranks (onebit: elements that differ between ranks) (N/A without)
 
 Ops: allreduce, reduce, broadcast, allgather, reducescatter, alltoall,
 sendrecv (each rank sends to rank+1 and receives from rank-1 at once),
-pingpong (ranks 0 and 1), barrier; or all. op@size or op@min:max gives an op
-its own sizes.
+pingpong (ranks 0 and 1), barrier; or all. onebit (float32 only, not in
+all): onebit.AllReduce, DeepSpeed's 1-bit error-compensated all-reduce, in
+place, one error state per size. op@size or op@min:max gives an op its own
+sizes.
 
 Flags:
 `

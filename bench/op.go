@@ -19,6 +19,9 @@ const (
 	SendRecv
 	PingPong
 	Barrier
+	// OneBit is onebit.AllReduce, DeepSpeed's 1-bit compressed all-reduce,
+	// on float32 (not part of --op all).
+	OneBit
 )
 
 // AllOps is what --op all selects.
@@ -27,7 +30,7 @@ var AllOps = []Op{AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, AllToA
 var opNames = [...]string{
 	AllReduce: "allreduce", Reduce: "reduce", Broadcast: "broadcast", AllGather: "allgather",
 	ReduceScatter: "reducescatter", AllToAll: "alltoall", SendRecv: "sendrecv", PingPong: "pingpong",
-	Barrier: "barrier",
+	Barrier: "barrier", OneBit: "onebit",
 }
 
 // opAliases are the other spellings ParseOp accepts (nccl-tests' binary
@@ -38,6 +41,7 @@ var opAliases = map[string]Op{
 	"reduce_scatter": ReduceScatter, "reduce-scatter": ReduceScatter,
 	"all_to_all": AllToAll, "all-to-all": AllToAll, "alltoallv": AllToAll,
 	"send_recv": SendRecv, "send-recv": SendRecv, "pt2pt": PingPong, "ping-pong": PingPong,
+	"compressed_allreduce": OneBit, "onebit_allreduce": OneBit, "1bit": OneBit,
 }
 
 func (o Op) String() string {
@@ -95,13 +99,20 @@ func (o Op) Blocked() bool { return o == AllGather || o == ReduceScatter || o ==
 //	broadcast, reduce              1
 //	sendrecv, pingpong             1
 //	barrier                        0 (no data)
+//	onebit                         2(n-1)/n
+//
+// onebit's S is the float32 input, not the bytes it sends (about S/32 plus
+// a few scales per rank): its algbw is the rate at which it averages
+// full-precision data, and its busbw the bus bandwidth a plain all-reduce
+// would need to keep up, so the two columns compare with allreduce's at
+// the same size (and can exceed the link's speed; that is the point).
 func (o Op) BusFactor(n int) float64 {
 	if n < 1 {
 		return 0
 	}
 	nf := float64(n)
 	switch o {
-	case AllReduce:
+	case AllReduce, OneBit:
 		return 2 * (nf - 1) / nf
 	case ReduceScatter, AllGather, AllToAll:
 		return (nf - 1) / nf

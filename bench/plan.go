@@ -72,6 +72,9 @@ func BuildPlan(sc SweepConfig, dt comm.DType, redop comm.ReduceOp, check bool, n
 		if spec.Op.Reduces() && !redop.ValidFor(dt) {
 			return p, fmt.Errorf("%v cannot reduce %v with %s", spec.Op, dt, RedOpName(redop))
 		}
+		if spec.Op == OneBit && dt != backend.Float32 {
+			return p, fmt.Errorf("onebit compresses float32 only (-d float32), not %v", dt)
+		}
 		if (spec.Op == PingPong || spec.Op == SendRecv) && n < 2 {
 			return p, fmt.Errorf("%v needs at least 2 ranks", spec.Op)
 		}

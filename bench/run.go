@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/onebit"
 )
 
 // sendRecvTag is the tag of commbench's point-to-point messages.
@@ -117,7 +118,15 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 			if err := once(); err != nil {
 				return fail("check run", err)
 			}
-			wrong[0] = chk.count(cs, b)
+			if cs.Op == OneBit {
+				n, err := countDisagreeing(ctx, c, b.recv)
+				if err != nil {
+					return fail("check run", err)
+				}
+				wrong[0] = n
+			} else {
+				wrong[0] = chk.count(cs, b)
+			}
 			if err := comm.AllReduce(ctx, c, wrong, wrong, comm.Sum); err != nil {
 				return fail("combining check counts", err)
 			}
@@ -131,6 +140,26 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 		}
 	}
 	return samples, nil
+}
+
+// countDisagreeing counts the elements of out that are not the same on
+// every rank (onebit's check: its result is lossy by design, but every
+// rank must get the same one).
+func countDisagreeing[T comm.Numeric](ctx context.Context, c *comm.Comm, out []T) (int64, error) {
+	hi, lo := append([]T(nil), out...), append([]T(nil), out...)
+	if err := comm.AllReduce(ctx, c, hi, hi, comm.Max); err != nil {
+		return 0, err
+	}
+	if err := comm.AllReduce(ctx, c, lo, lo, comm.Min); err != nil {
+		return 0, err
+	}
+	var w int64
+	for i := range hi {
+		if hi[i] != lo[i] {
+			w++
+		}
+	}
+	return w, nil
 }
 
 // bufs are one case's buffers on one rank.
@@ -186,6 +215,15 @@ func opFunc[T comm.Numeric](ctx context.Context, c *comm.Comm, cs Case, redop co
 		return func() error { return nil }
 	case Barrier:
 		return func() error { return comm.Barrier(ctx, c) }
+	case OneBit:
+		// In place on recv, with one error-feedback state per case, as a
+		// training loop keeps one per tensor; BuildPlan admits float32 only.
+		buf, ok := any(b.recv).([]float32)
+		if !ok {
+			return func() error { return fmt.Errorf("commbench: onebit needs float32, not %T", b.recv) }
+		}
+		st := onebit.NewState(len(buf), n)
+		return func() error { return onebit.AllReduce(ctx, c, buf, st) }
 	}
 	return func() error { return fmt.Errorf("commbench: unknown op %v", cs.Op) }
 }
@@ -201,6 +239,8 @@ func (k checker[T]) prepare(cs Case, b bufs[T]) {
 			k.zero(b.recv)
 		}
 	case Barrier:
+	case OneBit:
+		k.fill(b.recv, k.rank, 0)
 	default:
 		k.fill(b.send, k.rank, 0)
 		k.zero(b.recv)
