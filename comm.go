@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -61,8 +62,16 @@ type Options struct {
 	// (256 KiB); negative: never.
 	SingleCopyBytes int
 	// ListenHost is the host data connections bind to and publish
-	// (GOCOMM_SOCKET_HOST); "" lets the backend choose.
+	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the
+	// other ranks can reach (see SocketIfname).
 	ListenHost string
+	// SocketIfname chooses the address data connections bind to and
+	// publish by network interface (GOCOMM_SOCKET_IFNAME, else
+	// GLOO_SOCKET_IFNAME), as NCCL_SOCKET_IFNAME does: "eth" matches eth0,
+	// eth1...; "=eth0" exactly eth0; "^docker,lo" anything but those.
+	// Unset, the address is that of the route to the master's host
+	// (MASTER_ADDR), or 127.0.0.1 when the master is on loopback.
+	SocketIfname string
 	// Algorithms forces algorithms per operation (GOCOMM_ALGO_<OP>, e.g.
 	// GOCOMM_ALGO_ALLREDUCE=ring); the zero value leaves them to the cost
 	// model.
@@ -133,6 +142,15 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
 		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
 		Transport: cfg.transport,
+	}
+	bcfg.Transport.Interface = cfg.socketIfname
+	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(cfg.rdzv.Addr)
+	local := cfg.storeLocal
+	if la, ok := store.(interface{ LocalAddr() net.Addr }); ok && local == nil {
+		local = la.LocalAddr()
+	}
+	if ta, ok := local.(*net.TCPAddr); ok {
+		bcfg.Transport.StoreLocalIP = ta.IP.String()
 	}
 	be, err := backend.Open(ctx, cfg.backend, bcfg)
 	if err != nil {

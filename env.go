@@ -37,6 +37,7 @@ package comm
 // Anything else is an error that says which variables to set.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,12 +104,16 @@ const (
 	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
 	EnvSecret     = "GOCOMM_SECRET"
 	EnvSocketHost = "GOCOMM_SOCKET_HOST"
-	EnvTransport  = "GOCOMM_TRANSPORT" // auto, tcp or shm
-	EnvHostID     = "GOCOMM_HOST_ID"   // replaces the detected host identity
-	EnvSingleCopy = "GOCOMM_SHM_SINGLE_COPY"
-	EnvInitMethod = "GOCOMM_INIT_METHOD"
-	EnvDebug      = "GOCOMM_DEBUG"
-	EnvProfile    = "GOCOMM_PROFILE"
+	// EnvSocketIfname chooses the data connections' address by interface
+	// name; GLOO_SOCKET_IFNAME is read when it is unset.
+	EnvSocketIfname = "GOCOMM_SOCKET_IFNAME"
+	EnvGlooIfname   = "GLOO_SOCKET_IFNAME"
+	EnvTransport    = "GOCOMM_TRANSPORT" // auto, tcp or shm
+	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
+	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
+	EnvInitMethod   = "GOCOMM_INIT_METHOD"
+	EnvDebug        = "GOCOMM_DEBUG"
+	EnvProfile      = "GOCOMM_PROFILE"
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
 )
@@ -215,6 +220,10 @@ type Rendezvous struct {
 //	                                     halving-doubling (hd), tree, pairwise, linear
 //	GOCOMM_SECRET         Secret         shared secret authenticating data connections
 //	GOCOMM_SOCKET_HOST    ListenHost     host/IP data connections bind to and publish
+//	GOCOMM_SOCKET_IFNAME  SocketIfname   interface whose address they use instead: eth0, a
+//	                                     prefix (eth), =exact, ^excluded,list
+//	                                     (GLOO_SOCKET_IFNAME when unset); default: the
+//	                                     address of the route to MASTER_ADDR
 //	GOCOMM_TRANSPORT      Transport      auto (default: shared memory between ranks of one
 //	                                     host, TCP between hosts), tcp, or shm
 //	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
@@ -820,8 +829,12 @@ type config struct {
 	timeout              time.Duration
 	secret               []byte
 	listenHost           string
-	algorithms           backend.Algorithms
-	logger               *slog.Logger
+	socketIfname         string
+	// storeLocal is this rank's address on its connection to the store
+	// Init opened, if that is a TCP store.
+	storeLocal net.Addr
+	algorithms backend.Algorithms
+	logger     *slog.Logger
 	// profile is GOCOMM_PROFILE, for the comms logger.
 	profile string
 	// profiling is the comms logger's configuration (profile.go).
@@ -843,7 +856,7 @@ func resolve(opts Options) (config, error) {
 		localRank: opts.LocalRank, localSize: opts.LocalSize,
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
-		listenHost: opts.ListenHost, algorithms: opts.Algorithms, logger: opts.Logger,
+		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
 		transport: backend.TransportConfig{Mode: opts.Transport, HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes},
 	}
 	if cfg.size == 0 {
@@ -1011,6 +1024,9 @@ func (e envReader) resolveKnobs(cfg *config) error {
 	if cfg.listenHost == "" {
 		cfg.listenHost = e.get(EnvSocketHost)
 	}
+	if cfg.socketIfname == "" {
+		cfg.socketIfname = cmp.Or(e.get(EnvSocketIfname), e.get(EnvGlooIfname))
+	}
 	if cfg.transport.Mode == "" {
 		cfg.transport.Mode = e.get(EnvTransport)
 	}
@@ -1125,12 +1141,14 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 			return nil, fail(err)
 		}
 		st = tcp
+		cfg.storeLocal = tcp.LocalAddr()
 	case RendezvousAgent:
 		tcp, err := rendezvous.DialTCPStore(ctx, r.Addr)
 		if err != nil {
 			return nil, fail(err)
 		}
 		st = tcp
+		cfg.storeLocal = tcp.LocalAddr()
 	case RendezvousFile:
 		fs, err := rendezvous.NewFileStore(r.Path)
 		if err != nil {

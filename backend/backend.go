@@ -34,6 +34,12 @@ type Config struct {
 // can simulate several hosts on one machine; "" detects it.
 type TransportConfig struct {
 	Mode, HostID string
+	// Interface (GOCOMM_SOCKET_IFNAME) chooses the address data
+	// connections bind to and publish by interface name; MasterHost (the
+	// store's host) and StoreLocalIP (this rank's address on its
+	// connection to the store, if any) guide the default choice. See
+	// transport.TCPOptions.
+	Interface, MasterHost, StoreLocalIP string
 	// SingleCopyBytes is the smallest message a rank copies straight out
 	// of a peer's memory on its host (transport.SHMOptions); 0 is the
 	// default, negative off.

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -31,17 +31,23 @@ type TCPOptions struct {
 	Prefix string
 
 	// ListenHost is the host or IP to bind (the port is always chosen by
-	// the kernel). Default: 127.0.0.1 if MasterHost is empty or a loopback
-	// address (a one-host job), else 0.0.0.0.
+	// the kernel) and publish (GOCOMM_SOCKET_HOST). Default: an address
+	// the other ranks can reach, chosen from Interface, MasterHost and
+	// StoreLocalIP (see reachableIP): 127.0.0.1 only for a job on one
+	// host.
 	ListenHost string
-	// AdvertiseHost is the host published for peers to dial. Default:
-	// ListenHost, or, when binding all interfaces, the local address of
-	// the interface that routes to MasterHost (or the host name when
-	// MasterHost is empty).
+	// Interface picks the address to bind and publish by interface name
+	// (GOCOMM_SOCKET_IFNAME): "eth" matches eth0, eth1...; "=eth0" exactly
+	// eth0; "^docker,lo" any but those; IPv4 first.
+	Interface string
+	// AdvertiseHost is the host published for peers to dial, when it
+	// differs from the one bound (NAT). Default: the bound address.
 	AdvertiseHost string
-	// MasterHost is the store's host (MASTER_ADDR); it only guides the
-	// defaults above.
-	MasterHost string
+	// MasterHost is the store's host (MASTER_ADDR) and StoreLocalIP the
+	// local address of this rank's connection to the store, if it has one;
+	// they guide the default address.
+	MasterHost   string
+	StoreLocalIP net.IP
 
 	// Secret is the shared secret authenticating every connection
 	// (HMAC-SHA256 challenge-response). Empty still checks identity.
@@ -115,44 +121,6 @@ func (o *TCPOptions) addrKey(rank int) string {
 	return o.Prefix + "/addr/" + strconv.Itoa(rank)
 }
 
-// hosts resolves the bind and advertised hosts; see TCPOptions.
-func (o *TCPOptions) hosts(ctx context.Context) (bind, advertise string, err error) {
-	bind = o.ListenHost
-	if bind == "" {
-		if o.MasterHost == "" || isLoopbackHost(o.MasterHost) {
-			bind = "127.0.0.1"
-		} else {
-			bind = "0.0.0.0"
-		}
-	}
-	if o.AdvertiseHost != "" {
-		return bind, o.AdvertiseHost, nil
-	}
-	if ip := net.ParseIP(bind); ip == nil || !ip.IsUnspecified() {
-		return bind, bind, nil
-	}
-	if o.MasterHost == "" {
-		h, err := os.Hostname()
-		return bind, h, err
-	}
-	// Connecting a UDP socket sends nothing; it only picks the route.
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "udp", net.JoinHostPort(o.MasterHost, "9"))
-	if err != nil {
-		return "", "", fmt.Errorf("comm: transport: finding the address that reaches %s (set AdvertiseHost): %w", o.MasterHost, err)
-	}
-	defer c.Close()
-	return bind, c.LocalAddr().(*net.UDPAddr).IP.String(), nil
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
 // tune sets socket options on a new connection.
 func (o *TCPOptions) tune(conn net.Conn) {
 	tc, ok := conn.(*net.TCPConn)
@@ -191,7 +159,7 @@ func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, er
 	}
 	bind, advertise, err := o.hosts(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("comm: transport: rank %d: %w", o.Rank, err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(bind, "0"))
@@ -205,8 +173,9 @@ func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, er
 		return nil, fmt.Errorf("comm: transport: rank %d: publishing address: %w", o.Rank, err)
 	}
 	m := &meshBuilder{
-		o:     &o,
-		store: store,
+		advertised: addr,
+		o:          &o,
+		store:      store,
 		hc: &handshakeConfig{
 			rank: o.Rank, size: o.Size, job: jobID(o.Prefix),
 			secret: o.Secret, maxFragment: o.MaxFragment,
@@ -226,10 +195,11 @@ func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, er
 
 // meshBuilder sets up the connections of one rank.
 type meshBuilder struct {
-	o     *TCPOptions
-	store AddrStore
-	hc    *handshakeConfig
-	allUp chan struct{} // closed when every connection is up
+	advertised string // this rank's published address
+	o          *TCPOptions
+	store      AddrStore
+	hc         *handshakeConfig
+	allUp      chan struct{} // closed when every connection is up
 
 	mu      sync.Mutex // protects following
 	conns   []net.Conn // by peer rank
@@ -238,11 +208,21 @@ type meshBuilder struct {
 	lastErr []error // by peer: why the last attempt failed
 	strays  int     // refused incoming connections
 	stray   error   // the last refusal
+	fatal   error   // a failure that retrying cannot mend; ends run
+	onFatal func()  // called once, when fatal is set
 }
+
+// refusedGrace is how long a published address may refuse connections
+// before the dialer gives up: a rank publishes its address only once it
+// listens there, and listens until every peer is connected, so a refusal
+// that lasts means a wrong address or a dead rank.
+const refusedGrace = 2 * time.Second
 
 // run connects the mesh; on failure it closes every connection made.
 func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(parent)
+	fatal := make(chan struct{})
+	m.onFatal = func() { close(fatal) }
 	var wg sync.WaitGroup
 	wg.Go(func() { m.acceptLoop(ctx, ln, &wg) })
 	for q := range m.o.Rank {
@@ -251,6 +231,7 @@ func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 	select {
 	case <-m.allUp:
 	case <-ctx.Done():
+	case <-fatal:
 	}
 	ln.Close()
 	cancel()
@@ -260,6 +241,14 @@ func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 	defer m.mu.Unlock()
 	if m.up == m.o.Size-1 {
 		return nil
+	}
+	if m.fatal != nil {
+		for _, c := range m.conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		return fmt.Errorf("comm: transport: rank %d of %d: %w", m.o.Rank, m.o.Size, m.fatal)
 	}
 	var missing []string
 	var detail strings.Builder
@@ -274,6 +263,8 @@ func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 		missing = append(missing, strconv.Itoa(q))
 		if m.lastErr[q] != nil {
 			fmt.Fprintf(&detail, "; rank %d: %v", q, m.lastErr[q])
+		} else if q > m.o.Rank {
+			fmt.Fprintf(&detail, "; rank %d never dialed in: it may not reach this rank's address %s (check it from rank %d's host, or set GOCOMM_SOCKET_IFNAME or GOCOMM_SOCKET_HOST on this rank)", q, m.advertised, q)
 		}
 	}
 	if m.strays > 0 {
@@ -359,13 +350,30 @@ func (m *meshBuilder) addLocked(peer int, conn net.Conn, frag int) {
 	}
 }
 
-// dialLoop connects to the lower rank q, retrying until it succeeds or ctx
-// ends.
+// dialLoop connects to the lower rank q, retrying until it succeeds, ctx
+// ends, or the failure is one retrying cannot mend: the wrong process
+// answered at q's address, or the address kept refusing connections for
+// refusedGrace.
 func (m *meshBuilder) dialLoop(ctx context.Context, q int) {
 	backoff := 10 * time.Millisecond
+	var refusedSince time.Time
 	for {
-		err := m.dialOnce(ctx, q)
+		addr, err := m.dialOnce(ctx, q)
 		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		refused := errors.Is(err, syscall.ECONNREFUSED)
+		if !refused {
+			refusedSince = time.Time{}
+		} else if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		}
+		err = m.dialError(q, addr, err)
+		if errors.Is(err, errWrongProcess) || (refused && time.Since(refusedSince) >= refusedGrace) {
+			m.setFatal(err)
 			return
 		}
 		m.mu.Lock()
@@ -382,13 +390,55 @@ func (m *meshBuilder) dialLoop(ctx context.Context, q int) {
 	}
 }
 
-func (m *meshBuilder) dialOnce(ctx context.Context, q int) error {
-	addr, err := m.store.Get(ctx, m.o.addrKey(q))
-	if err != nil {
-		return fmt.Errorf("reading its address: %w", err)
+// setFatal records the first failure that ends the connection phase.
+func (m *meshBuilder) setFatal(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fatal == nil {
+		m.fatal = err
+		m.onFatal()
 	}
+}
+
+// dialError says what dialing rank q at its published addr found, and
+// what to do about it.
+func (m *meshBuilder) dialError(q int, addr string, err error) error {
+	if addr == "" {
+		return err // no address yet
+	}
+	var why, fix string
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = fmt.Sprintf(" (nothing listens there: rank %d died, or published an address of another host)", q)
+	case errors.Is(err, errWrongProcess):
+	case errors.Is(err, ErrHandshake):
+		// A gocomm rank refused us: secrets or versions differ.
+		return fmt.Errorf("cannot connect to rank %d at %s, the address it published: %w", q, addr, err)
+	default:
+		why = " (no route to it from here, or its host is down or firewalled)"
+	}
+	if isLoopbackAddr(addr) && !isLoopbackAddr(m.advertised) {
+		fix = fmt.Sprintf("; rank %d published a loopback address while this rank published %s: if it runs on another host, set GOCOMM_SOCKET_IFNAME (an interface name or prefix, such as eth0) or GOCOMM_SOCKET_HOST (an address of its host) there", q, m.advertised)
+	} else {
+		fix = fmt.Sprintf("; if rank %d's host has several networks, choose the one the others reach with GOCOMM_SOCKET_IFNAME or GOCOMM_SOCKET_HOST there", q)
+	}
+	return fmt.Errorf("cannot connect to rank %d at %s, the address it published: %w%s%s", q, addr, err, why, fix)
+}
+
+// dialOnce dials rank q once; it returns the address it dialed ("" when
+// q has not published one yet).
+func (m *meshBuilder) dialOnce(ctx context.Context, q int) (string, error) {
+	key, err := m.store.Get(ctx, m.o.addrKey(q))
+	if err != nil {
+		return "", fmt.Errorf("reading its address: %w", err)
+	}
+	addr := string(key)
+	return addr, m.dialAddr(ctx, q, addr)
+}
+
+func (m *meshBuilder) dialAddr(ctx context.Context, q int, addr string) error {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", string(addr))
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -131,21 +132,21 @@ func (hc *handshakeConfig) dialHandshake(conn net.Conn, target int) (int, error)
 		return 0, err
 	}
 	in := make([]byte, helloSize+macSize)
-	if _, err := io.ReadFull(conn, in); err != nil {
-		return 0, fmt.Errorf("%w: rank %d closed the handshake (wrong secret, job, or world size?): %v", ErrHandshake, target, err)
+	if n, err := io.ReadFull(conn, in); err != nil {
+		return 0, answerError(in[:n], err)
 	}
 	helloA := in[:helloSize]
 	theirs, err := decodeHello(helloA)
 	if err != nil {
-		return 0, err
+		return 0, answerError(helloA, err)
 	}
 	switch {
 	case theirs.job != hc.job:
-		return 0, fmt.Errorf("%w: peer belongs to another job (store prefix differs)", ErrHandshake)
+		return 0, fmt.Errorf("%w: %w: a rank of another job answered (its store prefix differs)", ErrHandshake, errWrongProcess)
 	case theirs.size != hc.size:
-		return 0, fmt.Errorf("%w: peer's world size is %d, ours %d", ErrHandshake, theirs.size, hc.size)
+		return 0, fmt.Errorf("%w: %w: a rank of a world of %d answered, ours has %d", ErrHandshake, errWrongProcess, theirs.size, hc.size)
 	case theirs.rank != target || theirs.peerRank != hc.rank:
-		return 0, fmt.Errorf("%w: dialed rank %d but rank %d answered", ErrHandshake, target, theirs.rank)
+		return 0, fmt.Errorf("%w: %w: rank %d of this job answered instead", ErrHandshake, errWrongProcess, theirs.rank)
 	}
 	if !hmac.Equal(in[helloSize:], handshakeMAC(hc.secret, accptorLabel, helloD, helloA)) {
 		return 0, fmt.Errorf("%w: rank %d failed authentication (secrets differ)", ErrHandshake, target)
@@ -172,15 +173,16 @@ func (hc *handshakeConfig) acceptHandshake(conn net.Conn) (peer, maxFragment int
 	if err != nil {
 		return -1, 0, err
 	}
+	var refusal error
 	switch {
 	case theirs.job != hc.job:
-		return -1, 0, fmt.Errorf("%w: connection from another job (store prefix differs)", ErrHandshake)
+		refusal = fmt.Errorf("%w: connection from another job (store prefix differs)", ErrHandshake)
 	case theirs.size != hc.size:
-		return -1, 0, fmt.Errorf("%w: peer's world size is %d, ours %d", ErrHandshake, theirs.size, hc.size)
+		refusal = fmt.Errorf("%w: peer's world size is %d, ours %d", ErrHandshake, theirs.size, hc.size)
 	case theirs.peerRank != hc.rank:
-		return -1, 0, fmt.Errorf("%w: peer wanted rank %d", ErrHandshake, theirs.peerRank)
+		refusal = fmt.Errorf("%w: peer wanted rank %d", ErrHandshake, theirs.peerRank)
 	case theirs.rank <= hc.rank || theirs.rank >= hc.size:
-		return -1, 0, fmt.Errorf("%w: rank %d may not dial rank %d", ErrHandshake, theirs.rank, hc.rank)
+		refusal = fmt.Errorf("%w: rank %d may not dial rank %d", ErrHandshake, theirs.rank, hc.rank)
 	}
 	mine, err := hc.hello(theirs.rank)
 	if err != nil {
@@ -188,8 +190,11 @@ func (hc *handshakeConfig) acceptHandshake(conn net.Conn) (peer, maxFragment int
 	}
 	helloA := mine.encode()
 	out := append(helloA, handshakeMAC(hc.secret, accptorLabel, helloD, helloA)...)
-	if _, err := conn.Write(out); err != nil {
-		return -1, 0, err
+	// A gocomm peer that dialed the wrong process still gets this hello
+	// (which holds no secret), so that it can say who answered; then the
+	// connection is closed.
+	if _, err := conn.Write(out); err != nil || refusal != nil {
+		return -1, 0, cmp.Or(refusal, err)
 	}
 	mac := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, mac); err != nil {
@@ -204,6 +209,25 @@ func (hc *handshakeConfig) acceptHandshake(conn net.Conn) (peer, maxFragment int
 func sendAck(conn net.Conn) error {
 	_, err := conn.Write([]byte{ackOK})
 	return err
+}
+
+// errWrongProcess marks a handshake answered by a process other than the
+// rank dialed: the published address is wrong, and retrying cannot help.
+var errWrongProcess = errors.New("the wrong process answered")
+
+// answerError describes a dialed peer's answer that is not the expected
+// hello: got is what it sent before err.
+func answerError(got []byte, err error) error {
+	var ne net.Error
+	switch {
+	case len(got) == 0 && errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("%w: %w: nothing answered the handshake in time: what listens there is not a gocomm rank", ErrHandshake, errWrongProcess)
+	case len(got) == 0:
+		return fmt.Errorf("%w: the connection was closed without an answer (a gocomm rank that refused it, say for a different secret, or another program): %v", ErrHandshake, err)
+	case len(got) < 8 || binary.LittleEndian.Uint32(got) != frameMagic:
+		return fmt.Errorf("%w: %w: it answered %q, not a gocomm hello: another program listens there", ErrHandshake, errWrongProcess, got[:min(len(got), 16)])
+	}
+	return fmt.Errorf("%w: %w: %v", ErrHandshake, errWrongProcess, err)
 }
 
 // errDuplicate refuses a second authenticated connection for one rank.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -41,11 +42,14 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 		return nil, err
 	}
 	tcp := transport.TCPOptions{
-		Rank:       cfg.Rank,
-		Size:       cfg.Size,
-		Prefix:     "gocomm/native",
-		ListenHost: cfg.ListenHost,
-		Secret:     cfg.Secret,
+		Rank:         cfg.Rank,
+		Size:         cfg.Size,
+		Prefix:       "gocomm/native",
+		ListenHost:   cfg.ListenHost,
+		Interface:    cfg.Transport.Interface,
+		MasterHost:   cfg.Transport.MasterHost,
+		StoreLocalIP: net.ParseIP(cfg.Transport.StoreLocalIP),
+		Secret:       cfg.Secret,
 	}
 	// Even over TCP alone the hybrid endpoint knows which ranks share a
 	// host (transport.HostTopology).
