@@ -179,7 +179,7 @@ func newCoefficients(cfg Config, t, tv int) coefficients {
 
 // adamStep updates both moments with g and then p, one element at a time.
 func adamStep(c coefficients, p, m, v, g []float32) {
-	p, m, v, g = p[:len(p)], m[:len(p)], v[:len(p)], g[:len(p)]
+	m, v, g = m[:len(p)], v[:len(p)], g[:len(p)] // one bounds check each
 	for i := range p {
 		gi := g[i]
 		if c.l2 != 0 {
@@ -194,7 +194,7 @@ func adamStep(c coefficients, p, m, v, g []float32) {
 // updateMomentum updates the first moment only (the variance is frozen),
 // with the L2 term if any.
 func updateMomentum(c coefficients, p, m, g []float32) {
-	p, m, g = p[:len(p)], m[:len(p)], g[:len(p)]
+	m, g = m[:len(p)], g[:len(p)]
 	for i := range p {
 		gi := g[i]
 		if c.l2 != 0 {
@@ -206,7 +206,7 @@ func updateMomentum(c coefficients, p, m, g []float32) {
 
 // applyUpdate moves p by the Adam step of the moments m and v.
 func applyUpdate(c coefficients, p, m, v []float32) {
-	p, m, v = p[:len(p)], m[:len(p)], v[:len(p)]
+	m, v = m[:len(p)], v[:len(p)]
 	for i := range p {
 		p[i] = applyOne(c, p[i], m[i], v[i])
 	}
