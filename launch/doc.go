@@ -13,7 +13,8 @@
 // On several hosts, Run is started once per host (by a scheduler, ssh, or
 // a Kubernetes pod per node), each with the same NNodes, MasterAddr and
 // MasterPort and its own NodeRank, as torchrun is: global ranks are
-// NodeRank*NProcs + local rank.
+// NodeRank*NProcs + local rank (with NProcsPerNode, the ranks of the hosts
+// before it + local rank).
 //
 // Spawn makes a program its own launcher, like torch.multiprocessing.spawn:
 //

@@ -208,6 +208,31 @@ func TestRunOneNodeOfSeveral(t *testing.T) {
 	}
 }
 
+// TestRunUnevenNodes: hosts that run different numbers of ranks (-n 2,1,2)
+// number their ranks after the hosts before them.
+func TestRunUnevenNodes(t *testing.T) {
+	for _, tt := range []struct {
+		node int
+		want []string
+	}{
+		{0, []string{"[0] rank 0 of 5 local 0/2 group 0/3", "[1] rank 1 of 5 local 1/2 group 0/3"}},
+		{1, []string{"[2] rank 2 of 5 local 0/1 group 1/3"}},
+		{2, []string{"[3] rank 3 of 5 local 0/2 group 2/3", "[4] rank 4 of 5 local 1/2 group 2/3"}},
+	} {
+		var out lockedBuffer
+		cfg := helperConfig("print", 0, &out)
+		cfg.NProcsPerNode, cfg.NodeRank, cfg.MasterAddr = []int{2, 1, 2}, tt.node, "node0.example"
+		if je, _ := runJob(t, cfg); je != nil {
+			t.Fatal(je)
+		}
+		for _, want := range tt.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("node %d: output lacks %q:\n%s", tt.node, want, out.String())
+			}
+		}
+	}
+}
+
 func TestRunStopsTheOthersWhenOneFails(t *testing.T) {
 	var out lockedBuffer
 	je, d := runJob(t, helperConfig("fail", 3, &out))
@@ -331,6 +356,8 @@ func TestConfigErrors(t *testing.T) {
 		{Config{NProcs: 1, Program: "x", NNodes: 2}, "--master-addr is required with --nnodes 2"},
 		{Config{NProcs: 1, Program: "x", MasterPort: 70000}, "master port 70000 (--master-port) is not a TCP port"},
 		{Config{NProcs: 1, Program: "x", Timeout: -time.Second}, "timeout -1s"},
+		{Config{NProcsPerNode: []int{2, 1}, Program: "x", NNodes: 3, MasterAddr: "h"}, "-n lists the ranks of 2 hosts but --nnodes is 3"},
+		{Config{NProcsPerNode: []int{2, 0}, Program: "x", MasterAddr: "h"}, "host 1 has 0 ranks"},
 	} {
 		err := Run(context.Background(), tt.cfg)
 		if !errors.Is(err, ErrConfig) || !strings.Contains(fmt.Sprint(err), tt.want) {
@@ -351,6 +378,8 @@ func TestMainCommandLine(t *testing.T) {
 		{"no -n", []string{"--", "x"}, "", 2, "want at least 1"},
 		{"unknown flag", []string{"--frobnicate"}, "", 2, "flag provided but not defined"},
 		{"help", []string{"-h"}, "", 0, "usage: commrun -n N"},
+		{"uneven hosts", []string{"-n", "1,3", "--node-rank", "1", "--master-addr", "127.0.0.1", "--master-port", "4445", os.Args[0], "-test.run=^$"}, "print", 0, "[3] rank 3 of 4 local 2/3 group 1/2"},
+		{"bad -n", []string{"-n", "2,x", "--", "x"}, "", 2, "want a number of ranks, or one per host"},
 		{"success", []string{"-n", "2", "--", os.Args[0], "-test.run=^$"}, "print", 0, "[1] rank 1 of 2"},
 		{"torchrun spelling", []string{"--nproc_per_node", "2", "--master_port", "4444", os.Args[0], "-test.run=^$"}, "print", 0, "master 127.0.0.1:4444"},
 		{"failure", []string{"-n", "3", "--kill-grace", "1s", "--tail", "1", "--", os.Args[0], "-test.run=^$"}, "fail", 3, "last line of rank 1:\n    [1] about to fail"},

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/gocomm/comm/profile"
 )
 
 // Usage is commrun's synopsis.
-const Usage = `usage: commrun -n N [--nnodes M --node-rank R --master-addr A --master-port P]
+const Usage = `usage: commrun -n N[,N...] [--nnodes M --node-rank R --master-addr A --master-port P]
                [--timeout D] [--kill-grace D] [--tail L] [--] program [args...]
 
 Starts N ranks of program on this host with the gocomm/torchrun environment
@@ -21,7 +23,8 @@ Starts N ranks of program on this host with the gocomm/torchrun environment
 MASTER_ADDR, MASTER_PORT), prefixes their output with "[rank] ", forwards
 SIGINT and SIGTERM, and stops every rank as soon as one fails. On several
 hosts run it once per host with the same --nnodes, --master-addr and
---master-port and that host's --node-rank. Exit status: 0 when every rank
+--master-port and that host's --node-rank; hosts with different numbers of
+ranks all take the same list, -n 2,1,2. Exit status: 0 when every rank
 exited 0; else the first failed rank's status (128+n for signal n), 124 after
 --timeout, 128+n when interrupted by signal n, 2 for a usage error.
 
@@ -37,8 +40,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs := flag.NewFlagSet("commrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg Config
-	fs.IntVar(&cfg.NProcs, "n", 0, "number of ranks on this host (required)")
-	fs.IntVar(&cfg.NProcs, "nproc-per-node", 0, "same as -n")
+	nprocs := &nprocsFlag{cfg: &cfg}
+	fs.Var(nprocs, "n", "number of ranks on this host (required); on hosts with different numbers of ranks, every host's count in node-rank order, e.g. 2,1,2")
+	fs.Var(nprocs, "nproc-per-node", "same as -n")
 	fs.IntVar(&cfg.NNodes, "nnodes", 1, "number of hosts in the job")
 	fs.IntVar(&cfg.NodeRank, "node-rank", 0, "this host's index, 0..nnodes-1")
 	fs.StringVar(&cfg.MasterAddr, "master-addr", "", "host of rank 0's store (default 127.0.0.1; required with --nnodes > 1)")
@@ -51,7 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Comm.LogSummary")
 	fs.StringVar(&traceDir, "trace-dir", "", "with the logger on, every rank writes a Chrome/Perfetto trace here (GOCOMM_TRACE_DIR); commrun merges them at the end")
 	// torchrun's spellings.
-	fs.IntVar(&cfg.NProcs, "nproc_per_node", 0, "same as -n")
+	fs.Var(nprocs, "nproc_per_node", "same as -n")
 	fs.IntVar(&cfg.NodeRank, "node_rank", 0, "same as --node-rank")
 	fs.StringVar(&cfg.MasterAddr, "master_addr", "", "same as --master-addr")
 	fs.IntVar(&cfg.MasterPort, "master_port", 0, "same as --master-port")
@@ -111,4 +115,35 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 		return 2
 	}
 	return 1
+}
+
+// nprocsFlag is -n: one count for this host (every host runs as many), or
+// every host's count in node-rank order.
+type nprocsFlag struct{ cfg *Config }
+
+func (f *nprocsFlag) String() string {
+	if f.cfg == nil {
+		return ""
+	}
+	if len(f.cfg.NProcsPerNode) > 0 {
+		return joinInts(f.cfg.NProcsPerNode)
+	}
+	return strconv.Itoa(f.cfg.NProcs)
+}
+
+func (f *nprocsFlag) Set(s string) error {
+	parts := strings.Split(s, ",")
+	counts := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return fmt.Errorf("%q: want a number of ranks, or one per host such as 2,1,2", s)
+		}
+		counts[i] = n
+	}
+	f.cfg.NProcs, f.cfg.NProcsPerNode = counts[0], nil
+	if len(counts) > 1 {
+		f.cfg.NProcsPerNode = counts
+	}
+	return nil
 }

@@ -32,8 +32,15 @@ type Config struct {
 	// NProcs is the number of ranks to start on this host (commrun -n).
 	NProcs int
 	// NNodes is the number of hosts of the job (0 means 1); NodeRank is
-	// this host's index. Every host runs NProcs ranks.
+	// this host's index. Every host runs NProcs ranks, unless
+	// NProcsPerNode says otherwise.
 	NNodes, NodeRank int
+	// NProcsPerNode, when set, is the number of ranks of every host of the
+	// job in node-rank order (commrun -n 2,1,2), for hosts that run
+	// different numbers of ranks: this host runs NProcsPerNode[NodeRank],
+	// its ranks follow those of the hosts before it, and NNodes is its
+	// length. Every host must be given the same list.
+	NProcsPerNode []int
 	// MasterAddr and MasterPort locate rank 0's store. On one host they
 	// default to 127.0.0.1 and a free port; on several, MasterAddr is
 	// required and MasterPort defaults to DefaultMasterPort.
@@ -73,6 +80,20 @@ type Config struct {
 func (cfg Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return cfg, fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+	}
+	if n := len(cfg.NProcsPerNode); n > 0 {
+		if cfg.NNodes > 1 && cfg.NNodes != n {
+			return bad("-n lists the ranks of %d hosts but --nnodes is %d: give one count per host", n, cfg.NNodes)
+		}
+		cfg.NNodes = n
+		for i, k := range cfg.NProcsPerNode {
+			if k < 1 {
+				return bad("-n %s: host %d has %d ranks, want at least 1", joinInts(cfg.NProcsPerNode), i, k)
+			}
+		}
+		if cfg.NodeRank >= 0 && cfg.NodeRank < n {
+			cfg.NProcs = cfg.NProcsPerNode[cfg.NodeRank]
+		}
 	}
 	if cfg.NNodes == 0 {
 		cfg.NNodes = 1
@@ -167,9 +188,10 @@ func (cfg *Config) rankEnv(l int) []string {
 		}
 	}
 	itoa := strconv.Itoa
+	first, world := cfg.firstRank(), cfg.worldSize()
 	return append(env,
-		comm.EnvRank+"="+itoa(cfg.NodeRank*cfg.NProcs+l),
-		comm.EnvWorldSize+"="+itoa(cfg.NNodes*cfg.NProcs),
+		comm.EnvRank+"="+itoa(first+l),
+		comm.EnvWorldSize+"="+itoa(world),
 		comm.EnvLocalRank+"="+itoa(l),
 		comm.EnvLocalWorldSize+"="+itoa(cfg.NProcs),
 		comm.EnvGroupRank+"="+itoa(cfg.NodeRank),
@@ -177,6 +199,30 @@ func (cfg *Config) rankEnv(l int) []string {
 		comm.EnvMasterAddr+"="+cfg.MasterAddr,
 		comm.EnvMasterPort+"="+itoa(cfg.MasterPort),
 	)
+}
+
+// firstRank is the global rank of this host's local rank 0.
+func (cfg *Config) firstRank() int {
+	if len(cfg.NProcsPerNode) == 0 {
+		return cfg.NodeRank * cfg.NProcs
+	}
+	first := 0
+	for _, k := range cfg.NProcsPerNode[:cfg.NodeRank] {
+		first += k
+	}
+	return first
+}
+
+// worldSize is the number of ranks on all hosts.
+func (cfg *Config) worldSize() int {
+	if len(cfg.NProcsPerNode) == 0 {
+		return cfg.NNodes * cfg.NProcs
+	}
+	world := 0
+	for _, k := range cfg.NProcsPerNode {
+		world += k
+	}
+	return world
 }
 
 // RankExit is how one rank ended.
@@ -340,7 +386,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for l := range procs {
-		rank := cfg.NodeRank*cfg.NProcs + l
+		rank := cfg.firstRank() + l
 		p := &rankProc{exit: RankExit{Rank: rank, Code: -1}, tail: &tail{n: max(cfg.TailLines, 0)}}
 		procs[l] = p
 		outW := newLineWriter(rank, stdout, p.tail)
@@ -449,10 +495,18 @@ func Run(ctx context.Context, cfg Config) error {
 		failed = failed || p.exit.Failed()
 	}
 	if je.First != nil {
-		je.First = &je.Ranks[je.First.Rank-cfg.NodeRank*cfg.NProcs]
+		je.First = &je.Ranks[je.First.Rank-cfg.firstRank()]
 	}
 	if !stopping && !failed {
 		return nil
 	}
 	return je
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.Itoa(x)
+	}
+	return strings.Join(parts, ",")
 }
