@@ -52,14 +52,14 @@ GLOBL lanebit<>(SB), RODATA|NOPTR, $32
 	VPERMILPD    $1, X6, X7 \
 	VADDSD       X7, X8, X8
 
-// func compressAVX2(x, e *float32, bits *byte, n int) float64
-TEXT ·compressAVX2(SB), NOSPLIT, $0-40
+// func compressAVX2(x, e *float32, bits *byte, n int, sum float64) float64
+TEXT ·compressAVX2(SB), NOSPLIT, $0-48
 	MOVQ    x+0(FP), SI
 	MOVQ    e+8(FP), DX
 	MOVQ    bits+16(FP), DI
 	MOVQ    n+24(FP), CX
 	SHRQ    $3, CX
-	VXORPD  X8, X8, X8
+	VMOVSD  sum+32(FP), X8
 	VXORPS  Y15, Y15, Y15
 	VMOVDQU reverse<>(SB), Y13
 	TESTQ   CX, CX
@@ -90,7 +90,81 @@ compressLoop:
 
 compressDone:
 	VZEROUPPER
-	MOVSD X8, ret+32(FP)
+	MOVSD X8, ret+40(FP)
+	RET
+
+DATA half<>+0(SB)/8, $0.5
+GLOBL half<>(SB), RODATA|NOPTR, $8
+
+DATA absmask<>+0(SB)/8, $0x7fffffffffffffff
+GLOBL absmask<>(SB), RODATA|NOPTR, $8
+
+// ULPS(src) squares the four float64 lanes of src, scales them by 1/u
+// (Y12, a power of two: exact), rounds them to integers (nearest, ties to
+// even), adds the integers to Y8 and sets the lanes of Y9 whose fraction
+// was exactly one half (a tie). Y10 holds 0.5 and Y11 the abs mask.
+#define ULPS(src) \
+	VMULPD   src, src, src \
+	VMULPD   Y12, src, src \
+	VROUNDPD $0, src, Y5 \
+	VADDPD   Y5, Y8, Y8 \
+	VSUBPD   Y5, src, src \
+	VANDPD   Y11, src, src \
+	VCMPPD   $0, Y10, src, src \
+	VORPD    src, Y9, Y9
+
+// func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64, ties int)
+//
+// compressBlockAVX2 is compressAVX2's signs with the squares counted in
+// units u of the running sum's last place: k is the sum over the block of
+// each square divided by u and rounded to an integer, ties is nonzero when
+// some square was exactly half a unit from two integers. See compress in
+// dispatch_amd64.go for why that gives the index-order sum.
+TEXT ·compressBlockAVX2(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), SI
+	MOVQ         e+8(FP), DX
+	MOVQ         bits+16(FP), DI
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD invU+32(FP), Y12
+	VBROADCASTSD half<>(SB), Y10
+	VBROADCASTSD absmask<>(SB), Y11
+	VXORPD       Y8, Y8, Y8
+	VXORPD       Y9, Y9, Y9
+	VXORPS       Y15, Y15, Y15
+	VMOVDQU      reverse<>(SB), Y13
+	SHRQ         $3, CX
+	JZ           blockDone
+
+blockLoop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (DX), Y0, Y0
+	VPERMPS      Y0, Y13, Y2
+	VCMPPS       $1, Y15, Y2, Y2
+	VMOVMSKPS    Y2, AX
+	NOTL         AX
+	MOVB         AX, (DI)
+	VCVTPS2PD    X0, Y3
+	VEXTRACTF128 $1, Y0, X4
+	VCVTPS2PD    X4, Y4
+	ULPS(Y3)
+	ULPS(Y4)
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	INCQ         DI
+	DECQ         CX
+	JNZ          blockLoop
+
+blockDone:
+	// k: the four lanes of Y8 added (integers below 2^53 when the block
+	// is usable: exact in any order)
+	VEXTRACTF128 $1, Y8, X0
+	VADDPD       X0, X8, X8
+	VPERMILPD    $1, X8, X0
+	VADDSD       X0, X8, X8
+	VMOVMSKPD    Y9, AX
+	VZEROUPPER
+	MOVSD        X8, k+40(FP)
+	MOVQ         AX, ties+48(FP)
 	RET
 
 // func updateErrorAVX2(x, e *float32, bits *byte, n int, pos, neg float32)
