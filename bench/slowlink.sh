@@ -11,11 +11,13 @@
 # are deleted on exit, however the script ends.
 #
 # Usage (as root, from the repository):
-#   bench/slowlink.sh [-n "2 4"] [-l "1gbit 10gbit"] [-s 64M] [-r 5]
+#   bench/slowlink.sh [-n "2 4"] [-l "1gbit 10gbit"] [-s 64M] [-r 5] [-i 3]
 #
-# It prints, per world size and link rate, the medians of -r runs of both
-# all-reduces (interleaved in one job, each time the slowest rank's), and a
-# Markdown table at the end.
+# Each measurement is a commbench job (--op allreduce@SIZE,onebit@SIZE, one
+# warm-up and -i timed iterations each; commbench reports the timed loop's
+# time per iteration, the slowest rank's). -r jobs per world size and link
+# rate, the op order alternating from job to job; the script prints every
+# job's times, their medians and a Markdown table at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -24,13 +26,15 @@ ranks_list="2 4"
 rates="1gbit 10gbit"
 size=64M
 runs=5
-while getopts "n:l:s:r:h" opt; do
+iters=3
+while getopts "n:l:s:r:i:h" opt; do
   case $opt in
     n) ranks_list=$OPTARG ;;
     l) rates=$OPTARG ;;
     s) size=$OPTARG ;;
     r) runs=$OPTARG ;;
-    *) sed -n '2,19p' "$0"; exit 2 ;;
+    i) iters=$OPTARG ;;
+    *) sed -n '2,21p' "$0"; exit 2 ;;
   esac
 done
 
@@ -44,16 +48,20 @@ done
 
 tag=gcsl$$ # unique per run: namespaces ${tag}sw, ${tag}h0, ...
 work=$(mktemp -d)
-bin=$work/slowlink
+bin=$work/commbench
 hosts=0
 for n in $ranks_list; do [ "$n" -gt "$hosts" ] && hosts=$n; done
-pids=()
-
 cleanup() {
   set +e
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  for ((i = 0; i < hosts; i++)); do ip netns del "${tag}h$i" 2>/dev/null; done
+  # Ranks still running (an interrupted job) are in our namespaces.
+  for ((i = 0; i < hosts; i++)); do
+    ip netns pids "${tag}h$i" 2>/dev/null | xargs -r kill 2>/dev/null
+  done
+  sleep 0.2
+  for ((i = 0; i < hosts; i++)); do
+    ip netns pids "${tag}h$i" 2>/dev/null | xargs -r kill -9 2>/dev/null
+    ip netns del "${tag}h$i" 2>/dev/null
+  done
   ip netns del "${tag}sw" 2>/dev/null
   rm -rf "$work"
 }
@@ -61,7 +69,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-go build -o "$bin" ./bench/slowlink
+go build -o "$bin" ./cmd/commbench
 
 # The switch and the hosts: host i is 10.77.0.(i+1) on eth0, plugged into
 # port p$i of bridge br0 in the switch namespace.
@@ -98,29 +106,39 @@ shape() {
   done
 }
 
-# job runs one world of n ranks, rank i on host i, and prints rank 0's lines.
+# job runs one commbench world of n ranks, rank i on host i, with ops (a
+# commbench --op list), and writes "op time_us" per op from rank 0's table
+# to $work/job.out. It runs in this shell (not in $(...)), so that a signal
+# reaches the traps at once while it waits.
+# GOCOMM_HOST_ID makes every namespace a host of its own; the ranks find
+# their reachable address themselves (before issue 15 was fixed they bound
+# loopback and needed GOCOMM_SOCKET_HOST=10.77.0.(i+1)).
 port=29600
 job() {
-  local n=$1 rate=$2 i out
+  local n=$1 ops=$2 i pids=()
   port=$((port + 1))
-  pids=()
   for ((i = 0; i < n; i++)); do
-    # GOCOMM_SOCKET_HOST: the data connections bind and publish the host's
-    # address (issue 15: before its fix a multi-host job bound loopback).
     ip netns exec "${tag}h$i" env RANK=$i WORLD_SIZE=$n LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      MASTER_ADDR=10.77.0.1 MASTER_PORT=$port GOCOMM_HOST_ID="slowlink-host$i" \
-      GOCOMM_SOCKET_HOST="10.77.0.$((i + 1))" GOCOMM_TIMEOUT=10m \
-      "$bin" -size "$size" -runs "$runs" -label "$rate links" >"$work/rank$i.out" 2>&1 &
+      MASTER_ADDR=10.77.0.1 MASTER_PORT=$port GOCOMM_HOST_ID="slowlink-host$i" GOCOMM_TIMEOUT=10m \
+      "$bin" --op "$ops" -w 1 -i "$iters" >"$work/rank$i.out" 2>&1 &
     pids+=($!)
   done
   local failed=0
   for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || { failed=1; echo "rank $i failed:"; tail -20 "$work/rank$i.out"; }
+    wait "${pids[$i]}" || { failed=1; echo "rank $i failed:" >&2; tail -20 "$work/rank$i.out" >&2; }
   done
-  pids=()
   [ $failed = 0 ] || exit 1
-  cat "$work/rank0.out"
+  # commbench prints "# <op>" above each op's rows; the time is column 6.
+  awk '/^# [a-z]+$/ {op = $2} /^ +[0-9]+ / && op != "" {print op, $6; op = ""}' "$work/rank0.out" >"$work/job.out"
 }
+
+# median prints the median of its arguments (the mean of the middle two
+# for an even count).
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+ms() { awk -v us="$1" 'BEGIN {printf "%.1f", us / 1000}'; }
 
 echo "slowlink: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); no netem on this kernel: no added delay"
 table="| ranks | link (tbf, both directions) | all-reduce | onebit.AllReduce | speedup |
@@ -128,16 +146,22 @@ table="| ranks | link (tbf, both directions) | all-reduce | onebit.AllReduce | s
 for n in $ranks_list; do
   for rate in $rates; do
     shape "$rate"
-    out=$(job "$n" "$rate")
-    echo "$out"
-    line=$(grep 'slowlink: [0-9]* ranks' <<<"$out")
-    plain=$(sed -E 's/.*all_reduce ([0-9.]+) ms.*/\1/' <<<"$line")
-    one=$(sed -E 's/.*onebit ([0-9.]+) ms.*/\1/' <<<"$line")
-    speed=$(sed -E 's/.*onebit ([0-9.]+x) faster.*/\1/' <<<"$line")
+    plain=() one=()
+    for ((r = 0; r < runs; r++)); do
+      ops="allreduce@$size,onebit@$size"
+      [ $((r % 2)) = 1 ] && ops="onebit@$size,allreduce@$size" # interleave
+      job "$n" "$ops"
+      plain+=("$(awk '$1 == "allreduce" {print $2}' "$work/job.out")")
+      one+=("$(awk '$1 == "onebit" {print $2}' "$work/job.out")")
+    done
+    p=$(median "${plain[@]}") o=$(median "${one[@]}")
+    speed=$(awk -v p="$p" -v o="$o" 'BEGIN {printf "%.1fx", p / o}')
+    echo "$n ranks, $rate links: all-reduce $(ms "$p") ms, onebit $(ms "$o") ms (medians of $runs jobs), $speed;" \
+      "runs (us): all-reduce ${plain[*]}; onebit ${one[*]}"
     table+="
-| $n | ${rate/gbit/ Gbit\/s} | $plain ms | $one ms | $speed |"
+| $n | ${rate/gbit/ Gbit\/s} | $(ms "$p") ms | $(ms "$o") ms | $speed |"
   done
 done
 echo
-echo "$size float32 per rank, medians of $runs runs (interleaved), each the slowest rank's time:"
+echo "$size float32 per rank, medians of $runs commbench jobs (op order alternating), each the slowest rank's time per iteration over $iters iterations:"
 echo "$table"
