@@ -51,7 +51,7 @@ func main() {
 	flag.IntVar(&cfg.epochs, "epochs", cfg.epochs, "passes over the training set")
 	flag.IntVar(&cfg.batch, "batch", cfg.batch, "samples per rank per step")
 	flag.Var(&cfg.optim, "optim", "optimizer: sgd (momentum 0.9), adam, or onebitadam (1-bit Adam: compressed momentum all-reduce after -freeze-step steps)")
-	flag.IntVar(&cfg.freezeStep, "freeze-step", cfg.freezeStep, "with -optim onebitadam: warm-up steps of exact Adam before compressing")
+	flag.IntVar(&cfg.freezeStep, "freeze-step", cfg.freezeStep, "with -optim onebitadam: warm-up steps of exact Adam before compressing (0: DeepSpeed's default, 100000)")
 	flag.Float64Var(&cfg.lr, "lr", cfg.lr, "learning rate (0: 0.05 for sgd, 1e-3 for adam and onebitadam)")
 	flag.IntVar(&cfg.hidden, "hidden", cfg.hidden, "units per hidden layer (0: softmax regression)")
 	flag.IntVar(&cfg.layers, "layers", cfg.layers, "hidden layers (0: softmax regression)")
