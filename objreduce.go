@@ -1,0 +1,656 @@
+package comm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/gocomm/comm/backend"
+)
+
+// ReduceObjectOption changes how ReduceObject and AllReduceObject combine
+// values. The zero set of options applies f strictly in rank order.
+type ReduceObjectOption func(*reduceObjectConfig)
+
+type reduceObjectConfig struct {
+	associative bool
+}
+
+// Associative declares f associative: f(f(a, b), c) equals f(a, f(b, c)).
+// The values then combine along a recursive-doubling schedule (log2 of the
+// size rounds of pairwise exchanges, f applied on every rank in parallel)
+// instead of all on one rank. The schedule keeps rank order (a lower
+// ranks' partial result is always f's first argument), so f need not be
+// commutative; an associative and commutative f qualifies too. For an f
+// that is only approximately associative (floating-point sums), the result
+// may differ in its last bits from the rank-order fold, but is still
+// identical on every rank and every run.
+func Associative() ReduceObjectOption {
+	return func(cfg *reduceObjectConfig) { cfg.associative = true }
+}
+
+// ObjectStage says where an object collective failed.
+type ObjectStage int
+
+// Stages of an object collective.
+const (
+	// StageArgument: an argument was unusable (a nil function).
+	StageArgument ObjectStage = iota
+	// StageEncode: a value could not be encoded (encoding/gob's rules:
+	// exported fields, registered interface types).
+	StageEncode
+	// StageDecode: received bytes could not be decoded as T.
+	StageDecode
+	// StageReduce: the reduction function panicked.
+	StageReduce
+)
+
+func (s ObjectStage) String() string {
+	switch s {
+	case StageArgument:
+		return "argument"
+	case StageEncode:
+		return "encode"
+	case StageDecode:
+		return "decode"
+	case StageReduce:
+		return "reduce"
+	}
+	return fmt.Sprintf("ObjectStage(%d)", int(s))
+}
+
+// ObjectError is the error of an object collective that failed on one of
+// its ranks: every rank of the communicator returns an ObjectError naming
+// the same rank (the lowest that failed), stage and reason. It wraps
+// ErrInvalid for the argument and encode stages, and the local cause on
+// the rank where the failure happened.
+type ObjectError struct {
+	Op     string      // "ReduceObject", "AllReduceObject", ...
+	Rank   int         // rank of the communicator where it failed
+	Stage  ObjectStage // what failed there
+	Reason string      // the failure's message, as that rank saw it
+	// Err is the cause on the rank that failed (nil on the others).
+	Err error
+}
+
+func (e *ObjectError) Error() string {
+	return fmt.Sprintf("comm: %s failed on rank %d (%s): %s", e.Op, e.Rank, e.Stage, e.Reason)
+}
+
+// Unwrap returns ErrInvalid for the argument and encode stages, and the
+// local cause where there is one.
+func (e *ObjectError) Unwrap() []error {
+	var errs []error
+	if e.Stage == StageArgument || e.Stage == StageEncode {
+		errs = append(errs, ErrInvalid)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// maxReasonLen bounds a failure's message on the wire.
+const maxReasonLen = 4 << 10
+
+// ObjectWork is the handle of an object collective started
+// asynchronously. Wait returns the result.
+type ObjectWork[T any] struct {
+	w *Work
+	v T
+}
+
+// Wait blocks until the operation is complete and returns its result and
+// error.
+func (w *ObjectWork[T]) Wait() (T, error) {
+	err := w.w.Wait()
+	return w.v, err
+}
+
+// Done is closed when the operation is complete.
+func (w *ObjectWork[T]) Done() <-chan struct{} { return w.w.Done() }
+
+// Work returns the plain handle, to wait on it beside other operations.
+func (w *ObjectWork[T]) Work() *Work { return w.w }
+
+// ReduceObject combines every rank's v with f and returns the result on
+// root (the zero T on the other ranks). By default f is applied strictly in
+// rank order on root: f(...f(f(v0, v1), v2)..., vN-1), so a
+// non-commutative, even non-associative f gives the same result on every
+// run; with Associative, the values combine along a recursive-doubling
+// schedule instead. Values travel encoded with encoding/gob, as the other
+// object collectives do (data only, never code; T must be
+// gob-encodable); every value, the caller's own included, is passed to f
+// as decoded from its encoding, so the result does not depend on which
+// rank is root.
+//
+// Every rank must call it with the same root and options. f must not call
+// collectives on c. If encoding or decoding fails on any rank, or f
+// panics, every rank returns an *ObjectError naming that rank and the
+// reason, without waiting for a timeout.
+func ReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, opts ...ReduceObjectOption) (T, error) {
+	return reduceObject(ctx, c, v, f, root, false, opts)
+}
+
+// StartReduceObject is ReduceObject, asynchronous. Its collectives are
+// issued from a goroutine of their own (see StartFunc): do not start other
+// operations on c until the Work is done.
+func StartReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, opts ...ReduceObjectOption) *ObjectWork[T] {
+	ow := &ObjectWork[T]{}
+	ow.w = StartFunc(func() (err error) {
+		ow.v, err = reduceObject(ctx, c, v, f, root, false, opts)
+		return err
+	})
+	return ow
+}
+
+// AllReduceObject is ReduceObject with the result on every rank. Every
+// rank returns the identical value (decoded from the same bytes), also
+// with Associative.
+func AllReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, opts ...ReduceObjectOption) (T, error) {
+	return reduceObject(ctx, c, v, f, 0, true, opts)
+}
+
+// StartAllReduceObject is AllReduceObject, asynchronous; see
+// StartReduceObject.
+func StartAllReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, opts ...ReduceObjectOption) *ObjectWork[T] {
+	ow := &ObjectWork[T]{}
+	ow.w = StartFunc(func() (err error) {
+		ow.v, err = reduceObject(ctx, c, v, f, 0, true, opts)
+		return err
+	})
+	return ow
+}
+
+func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, all bool, opts []ReduceObjectOption) (T, error) {
+	var zero T
+	var cfg reduceObjectConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	op := "ReduceObject"
+	if all {
+		op = "AllReduceObject"
+	}
+	if c.be == nil {
+		return zero, fmt.Errorf("%w: %s", ErrNotMember, op)
+	}
+	if !all && (root < 0 || root >= c.size) {
+		// Every rank sees the same bad root (or a mismatch in the first
+		// collective), so every rank fails here, at once.
+		return zero, fmt.Errorf("%w: %s: root %d out of range [0,%d)", ErrInvalid, op, root, c.size)
+	}
+	var data []byte
+	var local *ObjectError
+	if f == nil {
+		err := fmt.Errorf("%w: the reduction function is nil", ErrInvalid)
+		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: "the reduction function is nil", Err: err}
+	} else {
+		var err error
+		if data, err = encode(v); err != nil {
+			local = &ObjectError{Op: op, Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
+		}
+	}
+	seq := c.peekSeq()
+	var cause error
+	if local != nil {
+		cause = local.Err
+	}
+	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), local, cause)
+	if err != nil {
+		return zero, err
+	}
+	if cfg.associative {
+		res, err := treeReduceObject(ctx, c, op, data, f, seq)
+		if err != nil || (!all && c.rank != root) {
+			return zero, err
+		}
+		return res, nil
+	}
+	return foldReduceObject(ctx, c, op, data, sizes, f, root, all)
+}
+
+// exchangeSizes is the first step of an object collective: every rank
+// contributes the size of its encoded value, or the failure it knows of
+// (its own, or one it learnt of), so that a failure on any rank fails the
+// call on every rank at once, with the report of the lowest rank that has
+// one. It returns the sizes.
+//
+// cause is this rank's own failure's cause, set on the returned report when
+// it names this rank.
+func exchangeSizes(ctx context.Context, c *Comm, op string, size int64, local *ObjectError, cause error) ([]int64, error) {
+	var reason []byte
+	word := []int64{size}
+	if local != nil {
+		reason = failureBytes(local)
+		word[0] = -1 - int64(len(reason))
+	}
+	sizes := make([]int64, c.size)
+	if err := AllGather(ctx, c, word, sizes); err != nil {
+		return nil, err
+	}
+	failed := false
+	counts := make([]int, c.size)
+	for r, s := range sizes {
+		if s < 0 {
+			failed = true
+			counts[r] = int(-1 - s)
+			if counts[r] > maxReasonLen+16 {
+				return nil, fmt.Errorf("%w: %s: rank %d announced a failure report of %d bytes", ErrLength, op, r, counts[r])
+			}
+		}
+	}
+	if !failed {
+		return sizes, nil
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	reasons := make([]byte, total)
+	if err := AllGatherV(ctx, c, reason, reasons, counts); err != nil {
+		return nil, err
+	}
+	for _, n := range counts {
+		if n > 0 { // the lowest reporting rank: its report starts reasons
+			e := parseFailure(op, reasons[:n])
+			if e.Rank == c.rank {
+				e.Err = cause
+			}
+			return nil, e
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: a failure was announced without a report", ErrLength, op)
+}
+
+// failureBytes encodes a failure for the wire: the stage, then the reason.
+func failureBytes(e *ObjectError) []byte {
+	reason := e.Reason
+	if len(reason) > maxReasonLen {
+		reason = reason[:maxReasonLen]
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(e.Stage))
+	b = binary.LittleEndian.AppendUint64(b, uint64(int64(e.Rank)))
+	return append(b, reason...)
+}
+
+// parseFailure decodes failureBytes; malformed input is reported as such.
+func parseFailure(op string, b []byte) *ObjectError {
+	if len(b) < 16 {
+		return &ObjectError{Op: op, Rank: -1, Stage: StageDecode, Reason: fmt.Sprintf("malformed failure report of %d bytes", len(b))}
+	}
+	return &ObjectError{Op: op, Stage: ObjectStage(binary.LittleEndian.Uint64(b)), Rank: int(int64(binary.LittleEndian.Uint64(b[8:]))), Reason: string(b[16:])}
+}
+
+// applyReduce runs f, turning a panic into an error.
+func applyReduce[T any](f func(a, b T) T, a, b T) (out T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the reduction function panicked: %v", p)
+		}
+	}()
+	return f(a, b), nil
+}
+
+// foldReduceObject gathers the encoded values on root, which decodes and
+// folds them in rank order, then broadcasts its status (and, for the
+// all-reduce, the encoded result).
+func foldReduceObject[T any](ctx context.Context, c *Comm, op string, data []byte, sizes []int64, f func(a, b T) T, root int, all bool) (T, error) {
+	var zero T
+	counts, total := countsOf(sizes)
+	var gathered []byte
+	if c.rank == root {
+		gathered = make([]byte, total)
+	}
+	if err := GatherV(ctx, c, data, gathered, counts, root); err != nil {
+		return zero, err
+	}
+	// head is [failure report length, or -1 on success; result length].
+	head := []int64{-1, 0}
+	if c.rank == root {
+		res, fail := foldValues(op, c.rank, gathered, counts, f)
+		var out []byte
+		if fail == nil && all {
+			res, out, fail = roundTrip(op, c.rank, res)
+		}
+		if fail != nil {
+			out = failureBytes(fail)
+			head[0] = int64(len(out))
+		}
+		head[1] = int64(len(out))
+		if err := Broadcast(ctx, c, head, root); err != nil {
+			return zero, err
+		}
+		if len(out) > 0 {
+			if err := Broadcast(ctx, c, out, root); err != nil {
+				return zero, err
+			}
+		}
+		if fail != nil {
+			return zero, fail
+		}
+		return res, nil
+	}
+	if err := Broadcast(ctx, c, head, root); err != nil {
+		return zero, err
+	}
+	n := head[1]
+	if head[0] >= 0 {
+		if n > maxReasonLen+16 {
+			return zero, fmt.Errorf("%w: %s: root %d announced a failure report of %d bytes", ErrLength, op, root, n)
+		}
+	}
+	if n < 0 {
+		return zero, fmt.Errorf("%w: %s: root %d announced a result of %d bytes", ErrLength, op, root, n)
+	}
+	if n == 0 {
+		return zero, nil
+	}
+	buf := make([]byte, n)
+	if err := Broadcast(ctx, c, buf, root); err != nil {
+		return zero, err
+	}
+	if head[0] >= 0 {
+		return zero, parseFailure(op, buf)
+	}
+	// root decoded these very bytes: this decode succeeds as well.
+	return decode[T](buf, root)
+}
+
+// foldValues decodes the gathered values and folds them in rank order on
+// rank root.
+func foldValues[T any](op string, root int, gathered []byte, counts []int, f func(a, b T) T) (T, *ObjectError) {
+	var acc T
+	off := 0
+	for r, n := range counts {
+		v, err := decode[T](gathered[off:off+n], r)
+		off += n
+		if err != nil {
+			return acc, &ObjectError{Op: op, Rank: root, Stage: StageDecode, Reason: err.Error(), Err: err}
+		}
+		if r == 0 {
+			acc = v
+			continue
+		}
+		if acc, err = applyReduce(f, acc, v); err != nil {
+			return acc, &ObjectError{Op: op, Rank: root, Stage: StageReduce, Reason: fmt.Sprintf("combining the values of ranks 0-%d with rank %d's: %v", r-1, r, err), Err: err}
+		}
+	}
+	return acc, nil
+}
+
+// roundTrip encodes v and decodes it back, so that the value this rank
+// keeps is the one every receiver of the bytes gets.
+func roundTrip[T any](op string, rank int, v T) (T, []byte, *ObjectError) {
+	b, err := encode(v)
+	if err != nil {
+		return v, nil, &ObjectError{Op: op, Rank: rank, Stage: StageEncode, Reason: "the reduced value: " + err.Error(), Err: err}
+	}
+	out, err := decode[T](b, rank)
+	if err != nil {
+		return v, nil, &ObjectError{Op: op, Rank: rank, Stage: StageDecode, Reason: "the reduced value: " + err.Error(), Err: err}
+	}
+	return out, b, nil
+}
+
+// treeTagDisc names the private communicator of one tree reduction.
+const treeTagDisc = -1 << 40
+
+// treeReduceObject combines the values by recursive doubling in rank
+// order (MPICH's scheme for non-commutative operations): with p2 the
+// largest power of two not above the size and rem = size - p2, ranks 2i+1
+// < 2rem first hand their value to 2i; the p2 remaining ranks, in rank
+// order, exchange partial results with the rank whose virtual rank differs
+// in one bit, lower block first; then ranks 2i hand the result to 2i+1.
+// Messages go point to point on a private view of c (its own id, derived
+// from the sequence number of the call's first collective), so they never
+// meet the caller's own sends and receives. A failure travels in place of
+// a value, so every rank ends up with the lowest failed rank's report.
+func treeReduceObject[T any](ctx context.Context, c *Comm, op string, data []byte, f func(a, b T) T, seq uint64) (T, error) {
+	var zero T
+	if c.size == 1 {
+		res, err := decode[T](data, 0)
+		if err != nil {
+			return zero, &ObjectError{Op: op, Rank: 0, Stage: StageDecode, Reason: err.Error(), Err: err}
+		}
+		return res, nil
+	}
+	ranks := make([]int, c.size)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	g, err := c.makeGroup(ctx, ranks, backend.GroupID(c.id, seq, treeTagDisc))
+	if err != nil {
+		return zero, err
+	}
+	defer g.Close()
+	t := &treeState[T]{ctx: ctx, g: g, op: op, f: f, data: data}
+	// Every step uses tags of its own: 2*step for the head, 2*step+1 for
+	// the body (sends are started concurrently, so only tags keep them
+	// apart).
+	if acc, fail := t.decodeFrom(data, c.rank); fail != nil {
+		t.failHere(fail)
+	} else {
+		t.acc = acc
+	}
+
+	p2 := 1 << (bits.Len(uint(c.size)) - 1)
+	rem := c.size - p2
+	r := c.rank
+	vr := r - rem // virtual rank in the doubling phase; -1 if none
+	switch {
+	case r < 2*rem && r%2 == 1:
+		vr = -1
+		if err := t.send(r-1, 0); err != nil {
+			return zero, err
+		}
+	case r < 2*rem:
+		vr = r / 2
+		if err := t.receiveAndCombine(r+1, 0, false); err != nil {
+			return zero, err
+		}
+	}
+	step := 1
+	if vr >= 0 {
+		for mask := 1; mask < p2; mask <<= 1 {
+			pv := vr ^ mask
+			partner := pv + rem
+			if pv < rem {
+				partner = 2 * pv
+			}
+			if err := t.exchange(partner, step, pv < vr); err != nil {
+				return zero, err
+			}
+			step++
+		}
+	} else {
+		step += bits.Len(uint(p2)) - 1
+	}
+	switch {
+	case r < 2*rem && r%2 == 1:
+		if err := t.receive(r-1, step); err != nil {
+			return zero, err
+		}
+	case r < 2*rem:
+		if err := t.send(r+1, step); err != nil {
+			return zero, err
+		}
+	}
+	// Ranks of one round that fail at once (both partners apply f to the
+	// same values) learn of each other only here: a last agreement, one
+	// int64 per rank on success, gives every rank the same report.
+	if _, err := exchangeSizes(ctx, c, op, 0, t.fail, t.cause); err != nil {
+		return zero, err
+	}
+	return t.acc, nil
+}
+
+// treeState is one rank's side of treeReduceObject: its partial result
+// (acc, and data, its encoding, which receivers decode) or the failure it
+// knows of.
+type treeState[T any] struct {
+	ctx  context.Context
+	g    *Comm
+	op   string
+	f    func(a, b T) T
+	acc  T
+	data []byte
+	fail *ObjectError
+	// cause is the cause of this rank's own failure, if it had one.
+	cause error
+}
+
+// failHere records a failure on this rank.
+func (t *treeState[T]) failHere(e *ObjectError) {
+	if t.cause == nil {
+		t.cause = e.Err
+	}
+	if t.fail == nil || e.Rank < t.fail.Rank {
+		t.fail = e
+	}
+}
+
+// message kinds: the head of every message is [kind, length].
+const (
+	treeValue   = 0
+	treeFailure = 1
+)
+
+func (t *treeState[T]) decodeFrom(b []byte, from int) (T, *ObjectError) {
+	v, err := decode[T](b, from)
+	if err != nil {
+		return v, &ObjectError{Op: t.op, Rank: t.g.rank, Stage: StageDecode, Reason: err.Error(), Err: err}
+	}
+	return v, nil
+}
+
+// payload is what this rank sends: its failure, or its partial result.
+func (t *treeState[T]) payload() ([]int64, []byte) {
+	if t.fail != nil {
+		b := failureBytes(t.fail)
+		return []int64{treeFailure, int64(len(b))}, b
+	}
+	return []int64{treeValue, int64(len(t.data))}, t.data
+}
+
+func (t *treeState[T]) startSend(to, step int) []*Work {
+	head, body := t.payload()
+	ws := []*Work{StartSend(t.ctx, t.g, head, to, 2*step)}
+	if len(body) > 0 {
+		ws = append(ws, StartSend(t.ctx, t.g, body, to, 2*step+1))
+	}
+	return ws
+}
+
+func (t *treeState[T]) send(to, step int) error {
+	return waitAll(t.startSend(to, step))
+}
+
+// recv reads one message from rank from: a failure report or a value's
+// encoding.
+func (t *treeState[T]) recv(from, step int) (kind int64, body []byte, err error) {
+	head := make([]int64, 2)
+	if _, err := Recv(t.ctx, t.g, head, from, 2*step); err != nil {
+		return 0, nil, err
+	}
+	kind, n := head[0], head[1]
+	switch {
+	case kind != treeValue && kind != treeFailure, n < 0, kind == treeFailure && n > maxReasonLen+16:
+		return 0, nil, fmt.Errorf("%w: %s: rank %d sent a message head %v", ErrLength, t.op, from, head)
+	}
+	body = make([]byte, n)
+	if n > 0 {
+		if _, err := Recv(t.ctx, t.g, body, from, 2*step+1); err != nil {
+			return 0, nil, err
+		}
+	}
+	return kind, body, nil
+}
+
+// merge takes in a received message: a failure replaces this rank's state
+// unless it already knows of a lower rank's; a value is decoded and
+// returned.
+func (t *treeState[T]) merge(from int, kind int64, body []byte) (T, bool) {
+	var v T
+	if kind == treeFailure {
+		e := parseFailure(t.op, body)
+		if t.fail == nil || e.Rank < t.fail.Rank {
+			t.fail = e
+		}
+		return v, false
+	}
+	if t.fail != nil {
+		return v, false
+	}
+	v, fail := t.decodeFrom(body, from)
+	if fail != nil {
+		t.failHere(fail)
+		return v, false
+	}
+	return v, true
+}
+
+// combine sets acc to f(lower, higher) and re-encodes it.
+func (t *treeState[T]) combine(theirs T, theirsFirst bool) {
+	a, b := t.acc, theirs
+	if theirsFirst {
+		a, b = theirs, t.acc
+	}
+	res, err := applyReduce(t.f, a, b)
+	if err != nil {
+		t.failHere(&ObjectError{Op: t.op, Rank: t.g.rank, Stage: StageReduce, Reason: err.Error(), Err: err})
+		return
+	}
+	res, data, fail := roundTrip(t.op, t.g.rank, res)
+	if fail != nil {
+		t.failHere(fail)
+		return
+	}
+	t.acc, t.data = res, data
+}
+
+func (t *treeState[T]) receiveAndCombine(from, step int, theirsFirst bool) error {
+	kind, body, err := t.recv(from, step)
+	if err != nil {
+		return err
+	}
+	if v, ok := t.merge(from, kind, body); ok {
+		t.combine(v, theirsFirst)
+	}
+	return nil
+}
+
+// receive replaces this rank's state with the one from rank from (the
+// final hand-over).
+func (t *treeState[T]) receive(from, step int) error {
+	kind, body, err := t.recv(from, step)
+	if err != nil {
+		return err
+	}
+	t.fail = nil
+	if v, ok := t.merge(from, kind, body); ok {
+		t.acc = v
+	}
+	return nil
+}
+
+// exchange swaps partial results with partner and combines them.
+func (t *treeState[T]) exchange(partner, step int, theirsFirst bool) error {
+	sends := t.startSend(partner, step)
+	rerr := t.receiveAndCombine(partner, step, theirsFirst)
+	return errors.Join(waitAll(sends), rerr)
+}
+
+func waitAll(ws []*Work) error {
+	var errs []error
+	for _, w := range ws {
+		if err := w.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
