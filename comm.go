@@ -122,11 +122,10 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cfg.timeout)
-		defer cancel()
-	}
+	// Joining is bounded by the timeout even when ctx allows longer (a
+	// rank that cannot reach a peer must say so, not wait for ctx).
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
 	store, own := opts.Store, false
 	if store == nil && cfg.size > 1 && !cfg.ownBootstrap {
 		// The meeting place of env.go: rank 0's TCP store, torchrun's

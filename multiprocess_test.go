@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 func child(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if run, ok := multihostRoles[role]; ok {
+		return run(ctx)
+	}
 	c, err := comm.Init(ctx, comm.Options{Timeout: time.Minute})
 	if err != nil {
 		return err

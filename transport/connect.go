@@ -262,7 +262,7 @@ func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 		}
 		missing = append(missing, strconv.Itoa(q))
 		if m.lastErr[q] != nil {
-			fmt.Fprintf(&detail, "; rank %d: %v", q, m.lastErr[q])
+			fmt.Fprintf(&detail, "; %v", m.lastErr[q])
 		} else if q > m.o.Rank {
 			fmt.Fprintf(&detail, "; rank %d never dialed in: it may not reach this rank's address %s (check it from rank %d's host, or set GOCOMM_SOCKET_IFNAME or GOCOMM_SOCKET_HOST on this rank)", q, m.advertised, q)
 		}
@@ -430,7 +430,7 @@ func (m *meshBuilder) dialError(q int, addr string, err error) error {
 func (m *meshBuilder) dialOnce(ctx context.Context, q int) (string, error) {
 	key, err := m.store.Get(ctx, m.o.addrKey(q))
 	if err != nil {
-		return "", fmt.Errorf("reading its address: %w", err)
+		return "", fmt.Errorf("reading the address of rank %d: %w", q, err)
 	}
 	addr := string(key)
 	return addr, m.dialAddr(ctx, q, addr)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
@@ -412,6 +413,9 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 	}
 	e.drop(x.Off, x.Off+x.Len)
 	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, transport.ErrAborted) {
+			err = e.awaitCause(ctx, x.Peer, h, into, err)
+		}
 		return e.fail(ctx, x.Peer, step, "waiting for", err)
 	}
 	if x.Reduce {
@@ -422,14 +426,36 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 	return nil
 }
 
+// abortGrace is how long a rank whose wait for a peer timed out waits on
+// for that peer's abort before it blames the peer itself.
+const abortGrace = time.Second
+
+// awaitCause is called when a wait for peer timed out (err). A peer that
+// is late is often itself waiting for a rank that is really gone (the
+// leader of a hierarchical step waiting for a dead host, say), and every
+// rank's timer ends at about the same moment. So the rank waits a moment
+// longer: if the peer's abort arrives, naming the rank it waited for, that
+// is the cause to report; else the timeout stands.
+func (e *execution) awaitCause(ctx context.Context, peer int, h transport.Header, into []byte, err error) error {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortGrace)
+	defer cancel()
+	_, gerr := e.c.ep.Recv(gctx, e.c.members[peer], h, into)
+	var remote *transport.RemoteAbortError
+	if errors.As(gerr, &remote) {
+		return gerr
+	}
+	return err
+}
+
 // fail turns a transport error into an *backend.OpError and aborts the world
 // unless the failure already is an abort.
 func (e *execution) fail(ctx context.Context, peer, step int, doing string, err error) error {
+	peer = e.c.shownRank(peer)
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, transport.ErrAborted) {
 		err = fmt.Errorf("%w at step %d %s rank %d (%s): the peer is slow, stuck, or not calling this collective",
 			ctxErr, step, doing, peer, e.hdr.Sig)
 	}
-	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.rank, Peer: peer, Seq: e.req.Seq, Err: err}
+	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.shownRank(e.c.rank), Peer: peer, Seq: e.req.Seq, Err: err}
 	// Abort tells every other rank why, also when this endpoint already
 	// failed by itself (a lost peer): a rank that has not noticed the loss
 	// yet must not wait, nor mistake this rank's later Close for the cause.

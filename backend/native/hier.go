@@ -2,6 +2,8 @@ package native
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/gocomm/comm/algo"
@@ -69,12 +71,14 @@ func (c *Comm) buildTopology(ctx context.Context) (*topology, error) {
 		return nil, err
 	}
 	t.local = g.(*Comm)
+	t.local.outer = c
 	if t.leaderOf[t.hostOf[c.rank]] == c.rank {
 		g, err := c.Group(ctx, t.leaderOf, backend.GroupID(c.id, 0, -1))
 		if err != nil {
 			return nil, err
 		}
 		t.leaders = g.(*Comm)
+		t.leaders.outer = c
 	}
 	return t, nil
 }
@@ -88,7 +92,15 @@ func sub(ctx context.Context, g *Comm, req *backend.Request, kind backend.Kind, 
 	if kind == backend.KindReduce {
 		r.SigCount = len(send) / req.DType.Size()
 	}
-	return g.collective(ctx, &r)
+	err := g.collective(ctx, &r)
+	var phase *backend.OpError
+	if errors.As(err, &phase) {
+		// Say it as the caller's collective, in the caller's ranks (the
+		// phase's error already names peers that way: Comm.outer).
+		return &backend.OpError{Op: req.Kind, Rank: phase.Rank, Peer: phase.Peer, Seq: req.Seq,
+			Err: fmt.Errorf("in its hierarchical %v phase: %w", kind, phase.Err)}
+	}
+	return err
 }
 
 // hierarchicalAllReduce reduces inside each host to its leader, all-reduces

@@ -76,6 +76,9 @@ type Comm struct {
 	size    int   // communicator size
 	members []int // communicator rank -> world rank
 	world   *Comm // nil for the world itself
+	// outer, for a hierarchical phase's sub-communicator, is the
+	// communicator whose collective it serves: errors name its ranks.
+	outer *Comm
 
 	// pool is used through the world's Comm (root()); plans are per communicator.
 	pool     bufpool.Pool
@@ -119,6 +122,21 @@ func (c *Comm) Group(ctx context.Context, members []int, id uint64) (backend.Com
 		return nil, fmt.Errorf("comm: this rank (%d) is not among the group members %v", c.rank, members)
 	}
 	return g, nil
+}
+
+// shownRank is how errors name rank r of c: as the rank of the outer
+// communicator for a hierarchical phase, else as it is.
+func (c *Comm) shownRank(r int) int {
+	if c.outer == nil || r < 0 || r >= len(c.members) {
+		return r
+	}
+	w := c.members[r]
+	for i, m := range c.outer.members {
+		if m == w {
+			return i
+		}
+	}
+	return r
 }
 
 func (c *Comm) root() *Comm {
