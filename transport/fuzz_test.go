@@ -15,8 +15,8 @@ func frameBytes(fh frameHeader, payload []byte) []byte {
 // earlier) without panicking, hanging or allocating beyond what arrives,
 // and must leave no receive it could serve pending.
 func FuzzConnStream(f *testing.F) {
-	msg := func(h Header, total, off int, p []byte) []byte {
-		return frameBytes(frameHeader{typ: frameData, h: h, total: uint64(total), offset: uint64(off), fragLen: uint32(len(p))}, p)
+	msg := func(h Header, total uint64, off int, p []byte) []byte {
+		return frameBytes(frameHeader{typ: frameData, h: h, total: total, offset: uint64(off), fragLen: uint32(len(p))}, p)
 	}
 	var two []byte
 	two = append(two, msg(Header{}, 8, 0, []byte("abcd"))...)

@@ -1,3 +1,5 @@
+//go:build linux && !gocomm_portable
+
 package transport_test
 
 import (
@@ -13,7 +15,9 @@ import (
 // Two ranks on one host (same HostID) connect through a store: messages
 // between them move through shared memory, while a TCP connection beside
 // the rings carries goodbyes, aborts and the news of a crash. Separate
-// processes do the same with a shared store (rendezvous.TCPStore).
+// processes do the same with a shared store (rendezvous.TCPStore). Where
+// the build has no shared memory (outside Linux, or -tags gocomm_portable)
+// the same code connects them over TCP, and SharedMemory is false.
 func ExampleConnectHybrid() {
 	store := rendezvous.NewMemStore()
 	ctx := context.Background()

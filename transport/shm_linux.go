@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !gocomm_portable
 
 package transport
 
@@ -97,16 +97,6 @@ func mapFile(f *os.File, size int, create bool) ([]byte, error) {
 }
 
 func unmapSegment(mem []byte) error { return syscall.Munmap(mem) }
-
-// bootID is the kernel's boot id: it tells hosts (and reboots) apart
-// where host names may repeat.
-func bootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
 
 // readPeer copies len(dst) bytes from address addr of process pid into
 // dst with process_vm_readv (cross-memory attach: one copy, by the

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux || gocomm_portable
 
 package transport
 
@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// shmSupported says whether this platform has shared-memory rings. Without
-// futexes it has not: every peer is reached over TCP.
+// shmSupported says whether this build has shared-memory rings. Outside
+// Linux (no futexes, no process_vm_readv), and in a gocomm_portable build,
+// it has not: every peer is reached over TCP.
 const shmSupported = false
 
 func futexWait(addr *uint32, val uint32, d time.Duration) { time.Sleep(min(d, 50*time.Microsecond)) }
@@ -17,6 +18,5 @@ func osYield()                                            {}
 func createSegment(dir, name string, size int) ([]byte, string, error) { return nil, "", errNoSHMHere }
 func openSegment(path string, size int) ([]byte, error)                { return nil, errNoSHMHere }
 func unmapSegment(mem []byte) error                                    { return nil }
-func bootID() string                                                   { return "" }
 
 func readPeer(pid int, addr uint64, dst []byte) error { return errNoSHMHere }

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !gocomm_portable
 
 package transport
 
@@ -207,17 +207,6 @@ func bothRanks(t *testing.T, f func(r int) error) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-}
-
-// singleCopyExpected says whether ranks of one host should be able to
-// copy out of each other's memory here: Linux without the Yama security
-// module restricting ptrace to descendants.
-func singleCopyExpected() bool {
-	if !shmSupported {
-		return false
-	}
-	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
-	return err != nil || strings.TrimSpace(string(b)) == "0"
 }
 
 // TestSHMStartSend: StartSend of a single-copy message returns at once;

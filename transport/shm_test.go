@@ -13,10 +13,21 @@ import (
 	"time"
 )
 
+// requireSHM skips t where this build has no shared-memory transport
+// (outside Linux, or built with -tags gocomm_portable): what t tests does
+// not exist there, and every peer is reached over TCP instead.
+func requireSHM(t testing.TB) {
+	t.Helper()
+	if !shmSupported {
+		t.Skip(errNoSHMHere)
+	}
+}
+
 // buildSHM is a world of n ranks on one host, every message through
 // shared memory (small rings, so that messages wrap and fill them).
 func buildSHM(t testing.TB, n int, cfg worldConfig) []Endpoint {
 	t.Helper()
+	requireSHM(t)
 	return buildHybridWorld(t, n, cfg, TransportSHM, func(int) string { return "host0" })
 }
 
@@ -77,6 +88,7 @@ func shmWorld(t *testing.T, n int) []*Hybrid {
 // shmWorldWith is shmWorld with other options beside the ring sizes.
 func shmWorldWith(t *testing.T, n int, so SHMOptions) []*Hybrid {
 	t.Helper()
+	requireSHM(t)
 	so.RingBytes, so.ChunkBytes = minRingBytes, 16<<10
 	ws, err := connectHybridWorld(n, func(o *HybridOptions) {
 		o.Prefix = t.Name()
@@ -186,7 +198,7 @@ func TestHybridRoutes(t *testing.T) {
 			if e.HostOf(p) != wantHost[p] {
 				t.Errorf("rank %d: HostOf(%d) = %d, want %d", r, p, e.HostOf(p), wantHost[p])
 			}
-			if want := p != r && wantHost[p] == wantHost[r]; e.SharedMemory(p) != want {
+			if want := shmSupported && p != r && wantHost[p] == wantHost[r]; e.SharedMemory(p) != want {
 				t.Errorf("rank %d: SharedMemory(%d) = %v, want %v", r, p, e.SharedMemory(p), want)
 			}
 		}
@@ -362,6 +374,7 @@ func TestSHMBadRecord(t *testing.T) {
 // rank of that host falls back to TCP (and says why), and the world
 // works; with Transport SHM the connect fails instead.
 func TestSHMFallback(t *testing.T) {
+	requireSHM(t)
 	tweak := func(mode TransportMode) func(*HybridOptions) {
 		return func(o *HybridOptions) {
 			o.Prefix = t.Name() + mode.String()
@@ -409,6 +422,7 @@ func TestSHMFallback(t *testing.T) {
 // TestSHMSegmentRemoved: the segment file is gone once the world is
 // connected, though every rank still uses the memory.
 func TestSHMSegmentRemoved(t *testing.T) {
+	requireSHM(t)
 	dir := t.TempDir()
 	ws, err := connectHybridWorld(3, func(o *HybridOptions) {
 		o.Prefix = t.Name()

@@ -1,3 +1,5 @@
+//go:build linux && !gocomm_portable
+
 package transport
 
 import (
@@ -9,10 +11,9 @@ import (
 	"time"
 )
 
-// defaultReadSpin is TCPOptions.ReadSpin's default: 8-byte one-way
-// latency between two processes over loopback, median, 47 us when the
-// reader parks at once, 9 us when it polls (BenchmarkSHMProcess).
-const defaultReadSpin = 200 * time.Microsecond
+// pollingReads says whether connection readers poll an empty socket
+// (TCPOptions.ReadSpin) before they park: here they do.
+const pollingReads = true
 
 // pollingReader reads a TCP connection the way a latency-bound receiver
 // wants it read: a read that finds nothing keeps trying for spin (read

@@ -1,3 +1,5 @@
+//go:build linux && !gocomm_portable
+
 #include "textflag.h"
 
 // F16BINARY(op) sets d[i] = d[i] op s[i] for n elements (n a multiple of

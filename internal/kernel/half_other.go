@@ -1,10 +1,12 @@
-//go:build !amd64
+//go:build !amd64 || !linux || gocomm_portable
 
 package kernel
 
 import "github.com/gocomm/comm/backend"
 
-// Without vector kernels the Go loops do everything.
+// Without vector kernels the Go loops do everything: on every architecture
+// but amd64, outside Linux (the kernels are tested on Linux only), and in
+// a gocomm_portable build.
 
 func reduceF16Vector(backend.Op, []uint16, []uint16) int { return 0 }
 
