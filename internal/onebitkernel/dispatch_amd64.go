@@ -1,3 +1,5 @@
+//go:build linux && !gocomm_portable
+
 package onebitkernel
 
 import (

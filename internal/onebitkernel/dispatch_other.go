@@ -1,8 +1,9 @@
-//go:build !amd64
+//go:build !amd64 || !linux || gocomm_portable
 
 package onebitkernel
 
-// Without vector kernels the Go loops do everything.
+// Without vector kernels the Go loops do everything: on every architecture
+// but amd64, outside Linux, and in a gocomm_portable build (issue 18).
 
 // useAVX2 is always false here; the tests read it to skip the comparison
 // of vector and Go kernels.

@@ -1,3 +1,5 @@
+//go:build linux && !gocomm_portable
+
 #include "textflag.h"
 
 // The AVX2 kernels of the 1-bit all-reduce. Each handles n elements (n a
