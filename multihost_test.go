@@ -14,6 +14,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/conformance"
 	"github.com/gocomm/comm/internal/netns"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // The multi-host tests run ranks of this test binary on simulated hosts:
@@ -122,25 +123,6 @@ func childConnectFails(ctx context.Context) error {
 	return nil
 }
 
-// simHosts builds n simulated hosts for the test, or skips it where
-// namespaces cannot be made.
-func simHosts(t *testing.T, n int, ipv6 bool) *netns.Network {
-	t.Helper()
-	if err := netns.Available(); err != nil {
-		t.Skipf("no simulated hosts here: %v", err)
-	}
-	nw, err := netns.New(netns.Options{Hosts: n, IPv6: ipv6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := nw.Close(); err != nil {
-			t.Errorf("removing the simulated hosts: %v", err)
-		}
-	})
-	return nw
-}
-
 // rankRun is one rank's process.
 type rankRun struct {
 	host, rank int
@@ -198,7 +180,7 @@ func (j job) start() (runs []*rankRun, wait func()) {
 		r := &rankRun{host: h, rank: rank}
 		runs = append(runs, r)
 		cmd := j.nw.Hosts()[h].Command(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(launcherFreeEnv(), childEnv+"="+j.role,
+		cmd.Env = append(testkit.LauncherFreeEnv(), childEnv+"="+j.role,
 			"RANK="+strconv.Itoa(rank), "WORLD_SIZE="+strconv.Itoa(size),
 			"LOCAL_RANK="+strconv.Itoa(l), "LOCAL_WORLD_SIZE="+strconv.Itoa(local[h]),
 			"MASTER_ADDR="+j.nw.Hosts()[0].Addr, "MASTER_PORT=29512")
@@ -239,24 +221,6 @@ func (w *lockedWriter) String() string {
 	return w.b.String()
 }
 
-// launcherFreeEnv is this process's environment without any launcher's
-// variables or gocomm knobs.
-func launcherFreeEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"), strings.HasPrefix(k, "SLURM"),
-			strings.HasPrefix(k, "TORCHELASTIC_"), strings.HasPrefix(k, "GOCOMM_"),
-			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE",
-			k == "MASTER_ADDR", k == "MASTER_PORT":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
 func requireAllPassed(t *testing.T, runs []*rankRun) {
 	t.Helper()
 	for _, r := range runs {
@@ -270,7 +234,7 @@ func requireAllPassed(t *testing.T, runs []*rankRun) {
 // suite with all-reduce and broadcast forced hierarchical (shared memory
 // inside a host, TCP between hosts).
 func TestMultiHostSuite(t *testing.T) {
-	nw := simHosts(t, 3, false)
+	nw := netns.ForTest(t, netns.Options{Hosts: 3})
 	runs := job{t: t, nw: nw, hosts: perHost(2, 1, 2), role: "mh-suite", limit: 4 * time.Minute,
 		env: func(rank, host, local int) []string {
 			return []string{"GOCOMM_ALGO_ALLREDUCE=hierarchical", "GOCOMM_ALGO_BROADCAST=hierarchical", "GOCOMM_PROFILE=1", "GOCOMM_TIMEOUT=2m"}
@@ -284,7 +248,7 @@ func TestMultiHostSuite(t *testing.T) {
 // default) but to its address elsewhere.
 func TestMultiHostEnvironments(t *testing.T) {
 	t.Run("srun", func(t *testing.T) {
-		nw := simHosts(t, 2, false)
+		nw := netns.ForTest(t, netns.Options{Hosts: 2})
 		for _, h := range nw.Hosts() {
 			if err := h.SetHosts(map[string]string{"node01": nw.Hosts()[0].Addr, "node02": nw.Hosts()[1].Addr}); err != nil {
 				t.Fatal(err)
@@ -301,13 +265,13 @@ func TestMultiHostEnvironments(t *testing.T) {
 		requireAllPassed(t, runs)
 	})
 	t.Run("ipv6", func(t *testing.T) {
-		nw := simHosts(t, 2, true)
+		nw := netns.ForTest(t, netns.Options{Hosts: 2, IPv6: true})
 		runs := job{t: t, nw: nw, hosts: perHost(2, 1), role: "mh-allreduce", limit: 2 * time.Minute,
 			env: func(rank, host, local int) []string { return []string{"MASTER_ADDR=" + nw.Hosts()[0].Addr6} }}.run()
 		requireAllPassed(t, runs)
 	})
 	t.Run("master's name is loopback on its host", func(t *testing.T) {
-		nw := simHosts(t, 2, false)
+		nw := netns.ForTest(t, netns.Options{Hosts: 2})
 		nw.Hosts()[0].SetHosts(map[string]string{"master-host": "127.0.1.1"})
 		nw.Hosts()[1].SetHosts(map[string]string{"master-host": nw.Hosts()[0].Addr})
 		runs := job{t: t, nw: nw, hosts: perHost(2, 2), role: "mh-allreduce", limit: 2 * time.Minute,
@@ -321,7 +285,7 @@ func TestMultiHostEnvironments(t *testing.T) {
 // with errors that name a rank of the lost host.
 func TestMultiHostDeadHost(t *testing.T) {
 	const timeout = 8 * time.Second
-	nw := simHosts(t, 2, false)
+	nw := netns.ForTest(t, netns.Options{Hosts: 2})
 	runs, wait := job{t: t, nw: nw, hosts: perHost(2, 2), role: "mh-until-failure", limit: 2 * time.Minute,
 		env: func(rank, host, local int) []string {
 			lost := "2,3"
@@ -381,7 +345,7 @@ func TestMultiHostUnreachableAddress(t *testing.T) {
 		{"loopback", "GOCOMM_SOCKET_HOST=127.0.0.1", []string{"cannot connect to rank 1 at 127.0.0.1:", "published a loopback address", "GOCOMM_SOCKET_IFNAME"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nw := simHosts(t, 2, false)
+			nw := netns.ForTest(t, netns.Options{Hosts: 2})
 			if err := nw.Hosts()[1].AddDummy("gcu", "10.99.0.2/24"); err != nil {
 				t.Fatal(err)
 			}

@@ -89,23 +89,6 @@ func buildCommrun(t *testing.T) string {
 	return bin
 }
 
-func newHosts(t *testing.T, n int) *netns.Network {
-	t.Helper()
-	if err := netns.Available(); err != nil {
-		t.Skipf("no simulated hosts here: %v", err)
-	}
-	nw, err := netns.New(netns.Options{Hosts: n})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := nw.Close(); err != nil {
-			t.Errorf("removing the simulated hosts: %v", err)
-		}
-	})
-	return nw
-}
-
 func TestTrainAcrossHosts(t *testing.T) {
 	bin := buildTrain(t)
 	commrun := buildCommrun(t)
@@ -125,7 +108,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 				hosts = 3
 			}
 			want := oneHostChecksum(t, bin, tc.ranks)
-			nw := newHosts(t, hosts)
+			nw := netns.ForTest(t, netns.Options{Hosts: hosts})
 			master := nw.Hosts()[0].Addr
 			runs := runOnHosts(t, nw, 2*time.Minute, commrun, func(i int) []string {
 				return append([]string{"-n", tc.procs, "--nnodes", strconv.Itoa(hosts), "--node-rank", strconv.Itoa(i),
@@ -140,7 +123,7 @@ func TestTrainAcrossHosts(t *testing.T) {
 	t.Run("torchrun/2 hosts", func(t *testing.T) {
 		torchrun, prefix := torchrunCommand(t)
 		want := oneHostChecksum(t, bin, 4)
-		nw := newHosts(t, 2)
+		nw := netns.ForTest(t, netns.Options{Hosts: 2})
 		master := nw.Hosts()[0].Addr
 		runs := runOnHosts(t, nw, 2*time.Minute, torchrun, func(i int) []string {
 			args := append(append([]string(nil), prefix...), "--nnodes", "2", "--node_rank", strconv.Itoa(i),

@@ -1,0 +1,3 @@
+// Package testkit holds what the tests of several gocomm packages need
+// alike. It is imported by tests only.
+package testkit
