@@ -427,8 +427,11 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 }
 
 // abortGrace is how long a rank whose wait for a peer timed out waits on
-// for that peer's abort before it blames the peer itself.
-const abortGrace = time.Second
+// for that peer's abort before it blames the peer itself: a quarter of the
+// communicator's timeout, within [1s, 15s].
+func (e *execution) abortGrace() time.Duration {
+	return min(max(e.c.cfg.Timeout/4, time.Second), 15*time.Second)
+}
 
 // awaitCause is called when a wait for peer timed out (err). A peer that
 // is late is often itself waiting for a rank that is really gone (the
@@ -437,7 +440,7 @@ const abortGrace = time.Second
 // longer: if the peer's abort arrives, naming the rank it waited for, that
 // is the cause to report; else the timeout stands.
 func (e *execution) awaitCause(ctx context.Context, peer int, h transport.Header, into []byte, err error) error {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortGrace)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.abortGrace())
 	defer cancel()
 	_, gerr := e.c.ep.Recv(gctx, e.c.members[peer], h, into)
 	var remote *transport.RemoteAbortError
