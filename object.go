@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
+	"reflect"
 )
 
 // Object collectives move Go values, encoded with encoding/gob (which
@@ -20,27 +21,59 @@ func encode[T any](v T) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// decode decodes a value that rank from encoded. It first walks the bytes
+// without keeping anything (gob's DecodeValue of no value), which proves every
+// element count against the bytes present: gob alone allocates a map of as
+// many entries as the count on the wire says, so a few corrupt bytes could
+// claim gigabytes. Each element takes at least one byte on the wire, so
+// what the real decode then allocates is bounded by what was received.
 func decode[T any](data []byte, from int) (T, error) {
 	var v T
+	if err := gob.NewDecoder(bytes.NewReader(data)).DecodeValue(reflect.Value{}); err != nil {
+		return v, fmt.Errorf("comm: decoding the object of rank %d (%d bytes) as %T: malformed: %w", from, len(data), v, err)
+	}
 	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&v); err != nil {
 		return v, fmt.Errorf("comm: decoding the object of rank %d as %T: %w", from, v, err)
 	}
 	return v, nil
 }
 
-// BroadcastObject sets *v on every rank to root's *v.
+// BroadcastObject sets *v on every rank to root's *v. If root cannot
+// encode *v, every rank returns an *ObjectError saying why.
 func BroadcastObject[T any](ctx context.Context, c *Comm, v *T, root int) error {
 	var data []byte
 	size := []int64{0}
+	var fail *ObjectError
 	if c.rank == root {
 		var err error
 		if data, err = encode(*v); err != nil {
-			return err
+			// The others still learn of it: a negative size announces a
+			// failure report in place of the value.
+			fail = &ObjectError{Op: "BroadcastObject", Rank: root, Stage: StageEncode, Reason: err.Error(), Err: err}
+			data = failureBytes(fail)
+			size[0] = -1 - int64(len(data))
+		} else {
+			size[0] = int64(len(data))
 		}
-		size[0] = int64(len(data))
 	}
 	if err := Broadcast(ctx, c, size, root); err != nil {
 		return err
+	}
+	if size[0] < 0 {
+		if c.rank != root {
+			n := -1 - size[0]
+			if n > maxReasonLen+16 {
+				return fmt.Errorf("%w: BroadcastObject: root %d announced a failure report of %d bytes", ErrLength, root, n)
+			}
+			data = make([]byte, n)
+		}
+		if err := Broadcast(ctx, c, data, root); err != nil {
+			return err
+		}
+		if fail != nil {
+			return fail
+		}
+		return parseFailure("BroadcastObject", data)
 	}
 	if c.rank != root {
 		data = make([]byte, size[0])
@@ -59,13 +92,11 @@ func BroadcastObject[T any](ctx context.Context, c *Comm, v *T, root int) error 
 }
 
 // AllGatherObject returns every rank's v, in rank order, on every rank.
+// If a rank cannot encode its v, every rank returns an *ObjectError naming
+// it.
 func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
-	data, err := encode(v)
+	data, sizes, err := encodeAndShareSizes(ctx, c, "AllGatherObject", v)
 	if err != nil {
-		return nil, err
-	}
-	sizes := make([]int64, c.size)
-	if err := AllGather(ctx, c, []int64{int64(len(data))}, sizes); err != nil {
 		return nil, err
 	}
 	counts, total := countsOf(sizes)
@@ -76,14 +107,12 @@ func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
 	return decodeAll[T](all, counts)
 }
 
-// GatherObject returns every rank's v, in rank order, on root (nil elsewhere).
+// GatherObject returns every rank's v, in rank order, on root (nil
+// elsewhere). If a rank cannot encode its v, every rank returns an
+// *ObjectError naming it.
 func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, error) {
-	data, err := encode(v)
+	data, sizes, err := encodeAndShareSizes(ctx, c, "GatherObject", v)
 	if err != nil {
-		return nil, err
-	}
-	sizes := make([]int64, c.size)
-	if err := AllGather(ctx, c, []int64{int64(len(data))}, sizes); err != nil {
 		return nil, err
 	}
 	counts, total := countsOf(sizes)
@@ -135,6 +164,22 @@ func ScatterObject[T any](ctx context.Context, c *Comm, vs []T, root int) (T, er
 		return zero, err
 	}
 	return decode[T](mine, root)
+}
+
+// encodeAndShareSizes encodes v and all-gathers the sizes of every rank's
+// encoding, or the failure of a rank that could not encode (see
+// exchangeSizes), so that it fails every rank at once.
+func encodeAndShareSizes[T any](ctx context.Context, c *Comm, op string, v T) ([]byte, []int64, error) {
+	if c.be == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotMember, op)
+	}
+	data, err := encode(v)
+	var local *ObjectError
+	if err != nil {
+		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
+	}
+	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), local, err)
+	return data, sizes, err
 }
 
 func countsOf(sizes []int64) ([]int, int) {

@@ -392,3 +392,59 @@ func TestReduceObjectOverTCPBesideUserMessages(t *testing.T) {
 		}
 	}
 }
+
+// The other object collectives fail every rank at once too when one rank
+// cannot encode its value (issue 13's third point, for objects).
+func TestObjectCollectivesEncodeFailureFailsEveryRank(t *testing.T) {
+	world := localWorld(t, 4)
+	bad := func(c *comm.Comm, r int) []any {
+		if c.Rank() == r {
+			return []any{unregistered{1}}
+		}
+		return []any{c.Rank()}
+	}
+	cases := []struct {
+		name string
+		rank int
+		run  func(ctx context.Context, c *comm.Comm) error
+	}{
+		{"BroadcastObject", 1, func(ctx context.Context, c *comm.Comm) error {
+			v := bad(c, 1)
+			return comm.BroadcastObject(ctx, c, &v, 1)
+		}},
+		{"AllGatherObject", 2, func(ctx context.Context, c *comm.Comm) error {
+			_, err := comm.AllGatherObject(ctx, c, bad(c, 2))
+			return err
+		}},
+		{"GatherObject", 3, func(ctx context.Context, c *comm.Comm) error {
+			_, err := comm.GatherObject(ctx, c, bad(c, 3), 0)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			_, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (struct{}, error) {
+				return struct{}{}, tc.run(ctx, c)
+			})
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("took %v: ranks waited for a timeout", d)
+			}
+			for r, err := range errs {
+				var oe *comm.ObjectError
+				if !errors.As(err, &oe) || oe.Rank != tc.rank || oe.Stage != comm.StageEncode || !strings.Contains(oe.Reason, "not registered") || !errors.Is(err, comm.ErrInvalid) {
+					t.Fatalf("rank %d: %v; want an encode failure of rank %d", r, err, tc.rank)
+				}
+			}
+			// Still usable afterwards.
+			all, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) ([]int, error) {
+				return comm.AllGatherObject(ctx, c, c.Rank())
+			})
+			for r, err := range errs {
+				if err != nil || !slices.Equal(all[r], []int{0, 1, 2, 3}) {
+					t.Fatalf("afterwards: rank %d: %v, %v", r, all[r], err)
+				}
+			}
+		})
+	}
+}
