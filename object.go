@@ -178,7 +178,7 @@ func encodeAndShareSizes[T any](ctx context.Context, c *Comm, op string, v T) ([
 	if err != nil {
 		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
 	}
-	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), local, err)
+	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), 0, local, err)
 	return data, sizes, err
 }
 

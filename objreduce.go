@@ -184,14 +184,12 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 	if c.be == nil {
 		return zero, fmt.Errorf("%w: %s", ErrNotMember, op)
 	}
-	if !all && (root < 0 || root >= c.size) {
-		// Every rank sees the same bad root (or a mismatch in the first
-		// collective), so every rank fails here, at once.
-		return zero, fmt.Errorf("%w: %s: root %d out of range [0,%d)", ErrInvalid, op, root, c.size)
-	}
 	var data []byte
 	var local *ObjectError
-	if f == nil {
+	if !all && (root < 0 || root >= c.size) {
+		err := fmt.Errorf("%w: root %d out of range [0,%d)", ErrInvalid, root, c.size)
+		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: err.Error(), Err: err}
+	} else if f == nil {
 		err := fmt.Errorf("%w: the reduction function is nil", ErrInvalid)
 		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: "the reduction function is nil", Err: err}
 	} else {
@@ -205,7 +203,14 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 	if local != nil {
 		cause = local.Err
 	}
-	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), local, cause)
+	// Every rank must pass the same root and schedule: the exchange
+	// checks it, so that ranks that disagree fail at once instead of
+	// waiting in different exchanges.
+	agree := int64(root) << 1
+	if cfg.associative {
+		agree |= 1
+	}
+	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), agree, local, cause)
 	if err != nil {
 		return zero, err
 	}
@@ -227,16 +232,24 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 //
 // cause is this rank's own failure's cause, set on the returned report when
 // it names this rank.
-func exchangeSizes(ctx context.Context, c *Comm, op string, size int64, local *ObjectError, cause error) ([]int64, error) {
+//
+// agree is a value every rank must pass alike (the root and the schedule):
+// a rank that passes another fails the call on every rank, as an argument
+// error of that rank.
+func exchangeSizes(ctx context.Context, c *Comm, op string, size, agree int64, local *ObjectError, cause error) ([]int64, error) {
 	var reason []byte
-	word := []int64{size}
+	word := []int64{size, agree}
 	if local != nil {
 		reason = failureBytes(local)
 		word[0] = -1 - int64(len(reason))
 	}
-	sizes := make([]int64, c.size)
-	if err := AllGather(ctx, c, word, sizes); err != nil {
+	words := make([]int64, 2*c.size)
+	if err := AllGather(ctx, c, word, words); err != nil {
 		return nil, err
+	}
+	sizes := make([]int64, c.size)
+	for r := range sizes {
+		sizes[r] = words[2*r]
 	}
 	failed := false
 	counts := make([]int, c.size)
@@ -250,6 +263,17 @@ func exchangeSizes(ctx context.Context, c *Comm, op string, size int64, local *O
 		}
 	}
 	if !failed {
+		for r := range sizes {
+			if a := words[2*r+1]; a != words[1] {
+				e := &ObjectError{Op: op, Rank: r, Stage: StageArgument, Reason: fmt.Sprintf(
+					"rank %d passed another root or schedule than rank 0 (root %d, associative %v; rank 0: root %d, associative %v)",
+					r, a>>1, a&1 == 1, words[1]>>1, words[1]&1 == 1)}
+				if r == c.rank {
+					e.Err = fmt.Errorf("%w: %s", ErrInvalid, e.Reason)
+				}
+				return nil, e
+			}
+		}
 		return sizes, nil
 	}
 	total := 0
@@ -488,7 +512,7 @@ func treeReduceObject[T any](ctx context.Context, c *Comm, op string, data []byt
 	// Ranks of one round that fail at once (both partners apply f to the
 	// same values) learn of each other only here: a last agreement, one
 	// int64 per rank on success, gives every rank the same report.
-	if _, err := exchangeSizes(ctx, c, op, 0, t.fail, t.cause); err != nil {
+	if _, err := exchangeSizes(ctx, c, op, 0, 0, t.fail, t.cause); err != nil {
 		return zero, err
 	}
 	return t.acc, nil

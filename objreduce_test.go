@@ -297,6 +297,33 @@ func TestReduceObjectFailsEveryRank(t *testing.T) {
 			_, err := comm.ReduceObject(ctx, c, 1, f, 0, opts...)
 			return err
 		}, outcome{comm.StageArgument, 3, "nil", comm.ErrInvalid}},
+		{"root out of range on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+			root := 0
+			if c.Rank() == 2 {
+				root = 7
+			}
+			_, err := comm.ReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
+			return err
+		}, outcome{comm.StageArgument, 2, "root 7 out of range", comm.ErrInvalid}},
+		{"another root on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+			root := 0
+			if c.Rank() == 3 {
+				root = 1
+			}
+			_, err := comm.ReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
+			return err
+		}, outcome{comm.StageArgument, 3, "another root or schedule", comm.ErrInvalid}},
+		{"another schedule on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+			if c.Rank() == 1 {
+				if len(opts) == 0 {
+					opts = []comm.ReduceObjectOption{comm.Associative()}
+				} else {
+					opts = nil
+				}
+			}
+			_, err := comm.AllReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, opts...)
+			return err
+		}, outcome{comm.StageArgument, 1, "another root or schedule", comm.ErrInvalid}},
 		{"decode", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
 			v := picky{c.Rank()}
 			if c.Rank() == 3 {
