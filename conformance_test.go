@@ -12,6 +12,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -49,7 +50,7 @@ func factories() []worldFactory {
 // identity per rank, so that the suite runs over shared memory and over a
 // mix of hosts on one machine.
 type transportDriver struct {
-	mode  string
+	mode  core.TransportMode
 	hosts int
 }
 
@@ -59,8 +60,8 @@ func (d transportDriver) Open(ctx context.Context, cfg backend.Config) (backend.
 }
 
 func init() {
-	backend.Register("native-shm", transportDriver{mode: "shm", hosts: 1})
-	backend.Register("native-2hosts", transportDriver{mode: "auto", hosts: 2})
+	backend.Register("native-shm", transportDriver{mode: core.TransportSHM, hosts: 1})
+	backend.Register("native-2hosts", transportDriver{mode: core.TransportAuto, hosts: 2})
 }
 
 // tcpWorld starts n ranks in goroutines that meet through one in-memory

@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gocomm/comm/core"
 	"log/slog"
 	"net"
 	"net/url"
@@ -56,7 +57,6 @@ import (
 	"github.com/gocomm/comm/backend/mpi"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
-	"github.com/gocomm/comm/transport"
 )
 
 // Environment variables of the contract.
@@ -842,6 +842,9 @@ type config struct {
 	// ownBootstrap: the backend meets without a store (MPI).
 	ownBootstrap bool
 	transport    backend.TransportConfig
+	// transportMode is Options.Transport, before resolveKnobs parses it
+	// (or GOCOMM_TRANSPORT) into transport.Mode.
+	transportMode string
 }
 
 // resolve applies the environment to opts.
@@ -857,7 +860,8 @@ func resolve(opts Options) (config, error) {
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
 		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport: backend.TransportConfig{Mode: opts.Transport, HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes},
+		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes},
+		transportMode: opts.Transport,
 	}
 	if cfg.size == 0 {
 		env, err := e.read()
@@ -1027,11 +1031,16 @@ func (e envReader) resolveKnobs(cfg *config) error {
 	if cfg.socketIfname == "" {
 		cfg.socketIfname = cmp.Or(e.get(EnvSocketIfname), e.get(EnvGlooIfname))
 	}
-	if cfg.transport.Mode == "" {
-		cfg.transport.Mode = e.get(EnvTransport)
-	}
-	if _, err := transport.ParseTransportMode(cfg.transport.Mode); err != nil {
-		return envErr("%s=%q: %v", EnvTransport, cfg.transport.Mode, err)
+	// The transport mode is parsed here, once: the backend gets the value.
+	if mode, from := cfg.transportMode, "Options.Transport"; true {
+		if mode == "" {
+			mode, from = e.get(EnvTransport), EnvTransport
+		}
+		m, err := core.ParseTransportMode(mode)
+		if err != nil {
+			return envErr("%s=%q: %v", from, mode, err)
+		}
+		cfg.transport.Mode = m
 	}
 	if cfg.transport.HostID == "" {
 		cfg.transport.HostID = e.get(EnvHostID)

@@ -2,70 +2,30 @@ package algo
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/gocomm/comm/core"
 )
 
-// Algorithm names a family of schedules. Its numbering is stable (it appears
-// in profiles and traces).
-type Algorithm uint8
+// Algorithm names a family of schedules (core's, so that the wire and the
+// profiler can name them without importing this package).
+type Algorithm = core.Algorithm
 
-// Algorithms. Auto lets the caller's cost model choose.
+// Algorithms. Auto lets the caller's cost model choose; Hierarchical is
+// composed by the engine, not planned here (plan functions refuse it).
 const (
-	Auto Algorithm = iota
-	Ring
-	RecursiveDoubling
-	HalvingDoubling
-	Tree
-	Pairwise
-	Linear
-	// Hierarchical is not a plan of this package: the engine composes it
-	// from plans on sub-communicators (inside each host, then between one
-	// leader per host, then inside each host again). Plan functions refuse
-	// it.
-	Hierarchical
+	Auto              = core.Auto
+	Ring              = core.Ring
+	RecursiveDoubling = core.RecursiveDoubling
+	HalvingDoubling   = core.HalvingDoubling
+	Tree              = core.Tree
+	Pairwise          = core.Pairwise
+	Linear            = core.Linear
+	Hierarchical      = core.Hierarchical
 )
 
-var algorithmNames = [...]string{
-	Auto: "auto", Ring: "ring", RecursiveDoubling: "recursive-doubling",
-	HalvingDoubling: "halving-doubling", Tree: "tree", Pairwise: "pairwise", Linear: "linear",
-	Hierarchical: "hierarchical",
-}
-
-func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
-	}
-	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
-
-// ParseAlgorithm is the inverse of String; it also accepts "rd" and "hd".
-func ParseAlgorithm(s string) (Algorithm, error) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	switch s {
-	case "", "auto":
-		return Auto, nil
-	case "rd":
-		return RecursiveDoubling, nil
-	case "hd", "rabenseifner":
-		return HalvingDoubling, nil
-	}
-	for i, n := range algorithmNames {
-		if n == s {
-			return Algorithm(i), nil
-		}
-	}
-	return Auto, fmt.Errorf("algo: unknown algorithm %q (want one of auto, ring, recursive-doubling, halving-doubling, tree, pairwise, linear, hierarchical)", s)
-}
-
-// Set implements flag.Value.
-func (a *Algorithm) Set(s string) error {
-	v, err := ParseAlgorithm(s)
-	if err != nil {
-		return err
-	}
-	*a = v
-	return nil
-}
+// ParseAlgorithm is the inverse of Algorithm.String; it also accepts "rd"
+// and "hd".
+func ParseAlgorithm(s string) (Algorithm, error) { return core.ParseAlgorithm(s) }
 
 // Buf names one of the two buffers a plan works on.
 type Buf uint8

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"github.com/gocomm/comm/core"
 	"log/slog"
 	"sort"
 	"sync"
@@ -33,7 +34,8 @@ type Config struct {
 // host: ranks with equal HostIDs are taken to share memory, so that tests
 // can simulate several hosts on one machine; "" detects it.
 type TransportConfig struct {
-	Mode, HostID string
+	Mode   core.TransportMode
+	HostID string
 	// Interface (GOCOMM_SOCKET_IFNAME) chooses the address data
 	// connections bind to and publish by interface name; MasterHost (the
 	// store's host) and StoreLocalIP (this rank's address on its
@@ -209,22 +211,6 @@ func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	return d.Open(ctx, cfg)
 }
 
-// OpError is the error of a failed operation: which operation, on which rank,
-// at which sequence number, and which peer it concerned (-1 if none).
-type OpError struct {
-	Op   Kind
-	Rank int
-	Peer int
-	Seq  uint64
-	Err  error
-}
-
-func (e *OpError) Error() string {
-	s := fmt.Sprintf("comm: %v (seq %d) on rank %d", e.Op, e.Seq, e.Rank)
-	if e.Peer >= 0 {
-		s += fmt.Sprintf(" with peer %d", e.Peer)
-	}
-	return s + ": " + e.Err.Error()
-}
-
-func (e *OpError) Unwrap() error { return e.Err }
+// OpError is core's: the error of a failed operation, naming the
+// operation, this rank, the peer and the sequence number.
+type OpError = core.OpError

@@ -2,31 +2,16 @@ package backend
 
 import (
 	"encoding/binary"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
+
+	"github.com/gocomm/comm/core"
 )
 
-// BarrierError is the error of a MonitoredBarrier that some ranks did not
-// reach in time.
-type BarrierError struct {
-	Late    []int // communicator ranks that had not arrived (with WaitAll: all of them; else the first)
-	Timeout time.Duration
-}
+// BarrierError and ErrBarrierTimeout are core's; these names keep
+// backend's API.
+type BarrierError = core.BarrierError
 
 // ErrBarrierTimeout is matched by every *BarrierError.
-var ErrBarrierTimeout = errors.New("comm: monitored barrier timed out")
-
-func (e *BarrierError) Error() string {
-	s := make([]string, len(e.Late))
-	for i, r := range e.Late {
-		s[i] = fmt.Sprint(r)
-	}
-	return fmt.Sprintf("comm: rank(s) %s failed to pass MonitoredBarrier within %v", strings.Join(s, ", "), e.Timeout)
-}
-
-func (e *BarrierError) Unwrap() error { return ErrBarrierTimeout }
+var ErrBarrierTimeout = core.ErrBarrierTimeout
 
 // GroupID derives a group's communicator id from its parent's id, the
 // sequence number of the call that made it, and a discriminator (the color

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func sig(count uint64) Signature {
-	return Signature{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Count: count}
+	return Signature{Kind: core.KindAllReduce, DType: core.Float32, Op: core.Sum, Count: count}
 }
 
 func payload(seed uint64, n int) []byte {
@@ -106,7 +106,7 @@ func TestAnySource(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, world func(int, worldConfig) []Endpoint) {
 		eps := world(4, worldConfig{})
 		ctx := tctx(t)
-		h := Header{Comm: 1, Seq: 0, Tag: 5, Sig: Signature{Kind: backend.KindSend, DType: backend.Byte}}
+		h := Header{Comm: 1, Seq: 0, Tag: 5, Sig: Signature{Kind: core.KindSend, DType: core.Byte}}
 		// One receive posted before any message, the rest after.
 		first := make([]byte, 1)
 		ch := goRecv(ctx, eps[0], AnySource, h, first)
@@ -217,7 +217,7 @@ func TestLengthError(t *testing.T) {
 
 func TestMismatch(t *testing.T) {
 	local := sig(4)
-	remote := Signature{Kind: backend.KindBroadcast, DType: backend.Float32, Root: 1, Count: 4}
+	remote := Signature{Kind: core.KindBroadcast, DType: core.Float32, Root: 1, Count: 4}
 	check := func(t *testing.T, err error) {
 		t.Helper()
 		var me *MismatchError

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -16,7 +16,7 @@ func ExampleNewInprocWorld() {
 	defer world[1].Close()
 	ctx := context.Background()
 
-	h := transport.Header{Comm: 1, Seq: 0, Tag: 42, Sig: transport.Signature{Kind: backend.KindSend, DType: backend.Byte, Count: 5}}
+	h := transport.Header{Comm: 1, Seq: 0, Tag: 42, Sig: transport.Signature{Kind: core.KindSend, DType: core.Byte, Count: 5}}
 	if err := world[0].Send(ctx, 1, h, []byte("hello")); err != nil {
 		fmt.Println(err)
 		return

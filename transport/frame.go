@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Wire format. Every frame starts with a fixed little-endian header:
@@ -127,9 +127,9 @@ func decodeFrameHeader(b []byte, maxFragment int) (frameHeader, error) {
 	fh.h.Comm = le.Uint64(b[8:])
 	fh.h.Seq = le.Uint64(b[16:])
 	fh.h.Tag = le.Uint64(b[24:])
-	fh.h.Sig.Kind = backend.Kind(b[32])
-	fh.h.Sig.DType = backend.DType(b[33])
-	fh.h.Sig.Op = backend.Op(b[34])
+	fh.h.Sig.Kind = core.Kind(b[32])
+	fh.h.Sig.DType = core.DType(b[33])
+	fh.h.Sig.Op = core.Op(b[34])
 	fh.h.Sig.Algo = b[35]
 	fh.h.Sig.Root = int32(le.Uint32(b[36:]))
 	fh.h.Sig.Count = le.Uint64(b[40:])

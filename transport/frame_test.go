@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func encodeFrame(fh frameHeader) []byte {
@@ -19,7 +19,7 @@ func TestFrameHeaderRoundTrip(t *testing.T) {
 	want := frameHeader{
 		typ: frameData,
 		h: Header{Comm: 1 << 60, Seq: 42, Tag: 7<<16 | 3, Sig: Signature{
-			Kind: backend.KindReduce, DType: backend.BFloat16, Op: backend.Max, Algo: 2, Root: -1, Count: 1 << 33,
+			Kind: core.KindReduce, DType: core.BFloat16, Op: core.Max, Algo: 2, Root: -1, Count: 1 << 33,
 		}},
 		total: 100, offset: 64, fragLen: 36,
 	}

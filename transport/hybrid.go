@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/gocomm/comm/core"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,44 +12,19 @@ import (
 	"unsafe"
 )
 
-// TransportMode says how a Hybrid endpoint reaches its peers.
-type TransportMode uint8
+// TransportMode says how a Hybrid endpoint reaches its peers (core's, so
+// that a backend's configuration can carry it parsed).
+type TransportMode = core.TransportMode
 
+// The transport modes.
 const (
-	// TransportAuto: shared memory between ranks of one host, TCP between
-	// hosts (the default).
-	TransportAuto TransportMode = iota
-	// TransportTCP: TCP to every peer.
-	TransportTCP
-	// TransportSHM: shared memory to every peer; every rank must be on
-	// this host.
-	TransportSHM
+	TransportAuto = core.TransportAuto
+	TransportTCP  = core.TransportTCP
+	TransportSHM  = core.TransportSHM
 )
 
-func (m TransportMode) String() string {
-	switch m {
-	case TransportAuto:
-		return "auto"
-	case TransportTCP:
-		return "tcp"
-	case TransportSHM:
-		return "shm"
-	}
-	return fmt.Sprintf("TransportMode(%d)", uint8(m))
-}
-
 // ParseTransportMode reads "auto" (or ""), "tcp" or "shm".
-func ParseTransportMode(s string) (TransportMode, error) {
-	switch s {
-	case "", "auto":
-		return TransportAuto, nil
-	case "tcp":
-		return TransportTCP, nil
-	case "shm":
-		return TransportSHM, nil
-	}
-	return 0, fmt.Errorf("comm: transport: unknown transport %q (want auto, tcp or shm)", s)
-}
+func ParseTransportMode(s string) (TransportMode, error) { return core.ParseTransportMode(s) }
 
 // HybridOptions configures ConnectHybrid and ConnectSHM.
 type HybridOptions struct {

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/transport"
 )
@@ -39,7 +39,7 @@ func ExampleConnectHybrid() {
 	defer eps[0].Close()
 	defer eps[1].Close()
 
-	h := transport.Header{Comm: 1, Tag: 7, Sig: transport.Signature{Kind: backend.KindSend, DType: backend.Byte, Count: 5}}
+	h := transport.Header{Comm: 1, Tag: 7, Sig: transport.Signature{Kind: core.KindSend, DType: core.Byte, Count: 5}}
 	if err := eps[0].Send(ctx, 1, h, []byte("hello")); err != nil {
 		fmt.Println(err)
 		return

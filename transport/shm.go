@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Shared-memory rings. The ranks of one host map one segment (a file in
@@ -361,9 +361,9 @@ func getFirstHeader(d []byte, off int) (h Header, total uint64) {
 	h.Comm = le.Uint64(b[16:])
 	h.Seq = le.Uint64(b[24:])
 	h.Tag = le.Uint64(b[32:])
-	h.Sig.Kind = backend.Kind(b[40])
-	h.Sig.DType = backend.DType(b[41])
-	h.Sig.Op = backend.Op(b[42])
+	h.Sig.Kind = core.Kind(b[40])
+	h.Sig.DType = core.DType(b[41])
+	h.Sig.Op = core.Op(b[42])
 	h.Sig.Algo = b[43]
 	h.Sig.Root = int32(le.Uint32(b[44:]))
 	h.Sig.Count = le.Uint64(b[48:])

@@ -17,7 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/core"
 )
 
 func init() {
@@ -174,7 +174,7 @@ func (w *world) setFailure(err error) bool {
 
 // abort fails the world with cause and tells the other ranks.
 func (w *world) abort(cause error) {
-	if w.setFailure(&transport.AbortError{Cause: cause}) {
+	if w.setFailure(&core.AbortError{Cause: cause}) {
 		w.notify(noticeAbort, cause.Error())
 	}
 }
@@ -245,7 +245,7 @@ func (w *world) pollAbort() {
 	}
 	w.abortDone = true
 	if err := mpiError("MPI_Test", rc); err != nil {
-		w.setFailure(&transport.AbortError{Cause: fmt.Errorf("receiving abort notices: %w", err)})
+		w.setFailure(&core.AbortError{Cause: fmt.Errorf("receiving abort notices: %w", err)})
 		return
 	}
 	peer := int(C.gc_source(w.abortReq.c))
@@ -254,11 +254,11 @@ func (w *world) pollAbort() {
 	var err error
 	switch {
 	case len(msg) > 0 && msg[0] == noticeClosed:
-		err = &transport.AbortError{Cause: &transport.PeerError{Peer: peer, Err: transport.ErrPeerClosed}}
+		err = &core.AbortError{Cause: &core.PeerError{Peer: peer, Err: core.ErrPeerClosed}}
 	case len(msg) > 0:
-		err = &transport.RemoteAbortError{Peer: peer, Reason: string(msg[1:])}
+		err = &core.RemoteAbortError{Peer: peer, Reason: string(msg[1:])}
 	default:
-		err = &transport.RemoteAbortError{Peer: peer, Reason: "(no reason given)"}
+		err = &core.RemoteAbortError{Peer: peer, Reason: "(no reason given)"}
 	}
 	w.setFailure(err)
 }
@@ -308,7 +308,7 @@ func (c *Comm) opErr(req *backend.Request, peer int, err error) error {
 // Run performs req on MPI. Collectives start in req.Seq order.
 func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 	if !c.gate.enter() {
-		return c.opErr(req, -1, transport.ErrClosed)
+		return c.opErr(req, -1, core.ErrClosed)
 	}
 	defer c.gate.leave()
 	if err := c.w.failure(); err != nil {
@@ -354,7 +354,7 @@ func (c *Comm) waitTurn(ctx context.Context, seq uint64) error {
 		case <-c.w.failed:
 			return c.w.failure()
 		case <-c.gate.closedCh:
-			return transport.ErrClosed
+			return core.ErrClosed
 		}
 	}
 }
@@ -394,7 +394,7 @@ func (c *Comm) Group(ctx context.Context, members []int, id uint64) (backend.Com
 		return nil, fmt.Errorf("comm: mpi backend: this rank (%d) is not among the group members %v", c.rank, members)
 	}
 	if !c.gate.enter() {
-		return nil, transport.ErrClosed
+		return nil, core.ErrClosed
 	}
 	defer c.gate.leave()
 	if err := c.w.failure(); err != nil {
@@ -424,14 +424,14 @@ func (c *Comm) Group(ctx context.Context, members []int, id uint64) (backend.Com
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if c.w.closed {
-		return nil, transport.ErrClosed
+		return nil, core.ErrClosed
 	}
 	c.w.comms = append(c.w.comms, g)
 	return g, nil
 }
 
 // Abort fails every pending and later operation of the world, on every
-// rank, with err (wrapped so that it matches transport.ErrAborted). The
+// rank, with err (wrapped so that it matches core.ErrAborted). The
 // other ranks learn of it through a message, not MPI_Abort: their
 // processes keep running and their operations return errors.
 func (c *Comm) Abort(err error) {
@@ -442,7 +442,7 @@ func (c *Comm) Abort(err error) {
 }
 
 // Close releases the communicator; pending operations fail with
-// transport.ErrClosed. Closing the world closes its groups, tells the other
+// core.ErrClosed. Closing the world closes its groups, tells the other
 // ranks if operations were still pending, and, for the last world of the
 // process, finalises MPI (which waits for the other ranks to close too).
 // Close is idempotent.
@@ -467,7 +467,7 @@ func (c *Comm) Close() error {
 	if healthy && pending > 0 {
 		w.notify(noticeClosed, "closed")
 	}
-	w.setFailure(transport.ErrClosed)
+	w.setFailure(core.ErrClosed)
 	for _, x := range comms {
 		x.gate.wait()
 	}

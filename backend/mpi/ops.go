@@ -13,8 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
-	"github.com/gocomm/comm/transport"
 )
 
 // started is a collective ready to hand to MPI: its request (buffers
@@ -459,7 +459,7 @@ func (c *Comm) p2pArgs(req *backend.Request, buf []byte) (peer, tag, n C.int, er
 		return 0, 0, 0, fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
 	}
 	if req.Peer < -1 || req.Peer >= c.size || req.Peer == c.rank || (req.Peer == -1 && req.Kind == backend.KindSend) {
-		return 0, 0, 0, fmt.Errorf("%w: %v peer %d (this is rank %d of %d)", transport.ErrBadPeer, req.Kind, req.Peer, c.rank, c.size)
+		return 0, 0, 0, fmt.Errorf("%w: %v peer %d (this is rank %d of %d)", core.ErrBadPeer, req.Kind, req.Peer, c.rank, c.size)
 	}
 	if req.Tag < 0 || req.Tag > c.w.p.tagUB {
 		return 0, 0, 0, fmt.Errorf("comm: mpi backend: tag %d is outside [0, %d] (MPI_TAG_UB)", req.Tag, c.w.p.tagUB)
@@ -548,13 +548,13 @@ func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
 	r.complete(rc == C.MPI_SUCCESS)
 	if err := mpiError("MPI_Irecv", rc); err != nil {
 		if isTruncate(err) {
-			err = fmt.Errorf("%w: the message from rank %d is longer than the %d-byte buffer: %w", transport.ErrLength, source, len(req.Recv), err)
+			err = fmt.Errorf("%w: the message from rank %d is longer than the %d-byte buffer: %w", core.ErrLength, source, len(req.Recv), err)
 		}
 		return c.opErr(req, req.Peer, err)
 	}
 	req.Source = int(source)
 	if int(got) != len(req.Recv) {
-		return c.opErr(req, int(source), fmt.Errorf("%w: rank %d sent %d bytes, the buffer has %d", transport.ErrLength, source, got, len(req.Recv)))
+		return c.opErr(req, int(source), fmt.Errorf("%w: rank %d sent %d bytes, the buffer has %d", core.ErrLength, source, got, len(req.Recv)))
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/core"
 )
 
 // Polling. Open MPI advances nonblocking operations only inside MPI calls,
@@ -71,7 +71,7 @@ func (c *Comm) test(r *request, abort bool) C.int {
 
 // wait polls r until MPI completes it and returns MPI's return code, or
 // stops early with the reason: ctx's error, the world's failure, or
-// transport.ErrClosed. r is then still in MPI's hands.
+// core.ErrClosed. r is then still in MPI's hands.
 func (c *Comm) wait(ctx context.Context, r *request) (C.int, error) {
 	return c.waitUntil(ctx, r, nil)
 }
@@ -99,7 +99,7 @@ func (c *Comm) stopped(ctx context.Context, done <-chan struct{}, deadline <-cha
 		return c.w.failure()
 	}
 	if c.gate.closedFlag.Load() {
-		return transport.ErrClosed
+		return core.ErrClosed
 	}
 	select {
 	case <-done:

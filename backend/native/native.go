@@ -37,10 +37,6 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	if cfg.Store == nil {
 		return nil, errors.New("comm: native backend: a store is needed for a world of more than one rank")
 	}
-	mode, err := transport.ParseTransportMode(cfg.Transport.Mode)
-	if err != nil {
-		return nil, err
-	}
 	tcp := transport.TCPOptions{
 		Rank:         cfg.Rank,
 		Size:         cfg.Size,
@@ -54,7 +50,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	// Even over TCP alone the hybrid endpoint knows which ranks share a
 	// host (transport.HostTopology).
 	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
-		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: mode,
+		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: cfg.Transport.Mode,
 		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes},
 	})
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 var benchSizes = []struct {
@@ -19,7 +19,7 @@ var benchSizes = []struct {
 
 // benchBuffers returns aligned dst and src of n bytes holding finite,
 // moderate values of dt, so the float paths run their common case.
-func benchBuffers(dt backend.DType, n int) (dst, src []byte) {
+func benchBuffers(dt core.DType, n int) (dst, src []byte) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	dst, src = Alloc(n), Alloc(n)
 	size := dt.Size()
@@ -41,15 +41,15 @@ func benchBuffers(dt backend.DType, n int) (dst, src []byte) {
 // BenchmarkCopy's (the memory system's ceiling).
 func BenchmarkReduce(b *testing.B) {
 	cases := []struct {
-		dt backend.DType
-		op backend.Op
+		dt core.DType
+		op core.Op
 	}{
-		{backend.Float32, backend.Sum},
-		{backend.Float64, backend.Sum},
-		{backend.Int32, backend.Sum},
-		{backend.Float16, backend.Sum},
-		{backend.BFloat16, backend.Sum},
-		{backend.Float32, backend.Max},
+		{core.Float32, core.Sum},
+		{core.Float64, core.Sum},
+		{core.Int32, core.Sum},
+		{core.Float16, core.Sum},
+		{core.BFloat16, core.Sum},
+		{core.Float32, core.Max},
 	}
 	for _, c := range cases {
 		for _, s := range benchSizes {
@@ -70,14 +70,14 @@ func BenchmarkReduce(b *testing.B) {
 // BenchmarkReduceMisaligned measures the portable path (buffers one byte
 // off alignment).
 func BenchmarkReduceMisaligned(b *testing.B) {
-	for _, dt := range []backend.DType{backend.Float32, backend.Float16} {
+	for _, dt := range []core.DType{core.Float32, core.Float16} {
 		b.Run(fmt.Sprintf("%v/Sum/1MiB", dt), func(b *testing.B) {
 			dst, src := benchBuffers(dt, 1<<20+8)
 			dst, src = dst[1:1+1<<20], src[1:1+1<<20]
 			b.SetBytes(1 << 20)
 			b.ResetTimer()
 			for range b.N {
-				if err := Reduce(dt, backend.Sum, dst, src); err != nil {
+				if err := Reduce(dt, core.Sum, dst, src); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
@@ -18,11 +18,11 @@ func ExampleReduce() {
 		binary.LittleEndian.PutUint32(local[4*i:], math.Float32bits(v))
 		binary.LittleEndian.PutUint32(peer[4*i:], math.Float32bits(10*v))
 	}
-	if err := kernel.Reduce(backend.Float32, backend.Avg, local, peer); err != nil {
+	if err := kernel.Reduce(core.Float32, core.Avg, local, peer); err != nil {
 		fmt.Println(err)
 		return
 	}
-	if err := kernel.Divide(backend.Float32, local, 2); err != nil {
+	if err := kernel.Divide(core.Float32, local, 2); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -31,7 +31,7 @@ func ExampleReduce() {
 		avg[i] = math.Float32frombits(binary.LittleEndian.Uint32(local[4*i:]))
 	}
 	fmt.Println(avg)
-	fmt.Println(kernel.Reduce(backend.Float32, backend.BXor, local, peer))
+	fmt.Println(kernel.Reduce(core.Float32, core.BXor, local, peer))
 	// Output:
 	// [5.5 11 16.5]
 	// comm: kernel: unsupported dtype or op: Reduce: BXor needs an integer dtype, got float32

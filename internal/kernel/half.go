@@ -4,7 +4,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Bit layouts: binary16 is 1 sign, 5 exponent (bias 15), 10 fraction bits;
@@ -121,7 +121,7 @@ const halfBlock = 256
 
 // reduceF16 applies op (an arithmetic op) to binary16 elements in float32:
 // blocks are widened, reduced with the float32 loops and narrowed back.
-func reduceF16(op backend.Op, d, s []uint16) {
+func reduceF16(op core.Op, d, s []uint16) {
 	s = s[:len(d)]
 	done := reduceF16Vector(op, d, s)
 	d, s = d[done:], s[done:]
@@ -143,24 +143,24 @@ func reduceF16(op backend.Op, d, s []uint16) {
 func bf16Widen(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 // reduceBF16 applies op (an arithmetic op) to bfloat16 elements in float32.
-func reduceBF16(op backend.Op, d, s []uint16) {
+func reduceBF16(op core.Op, d, s []uint16) {
 	s = s[:len(d)]
 	done := reduceBF16Vector(op, d, s)
 	d, s = d[done:], s[done:]
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		for i := range d {
 			d[i] = F32ToBF16(bf16Widen(d[i]) + bf16Widen(s[i]))
 		}
-	case backend.Prod:
+	case core.Prod:
 		for i := range d {
 			d[i] = F32ToBF16(bf16Widen(d[i]) * bf16Widen(s[i]))
 		}
-	case backend.Min:
+	case core.Min:
 		for i := range d {
 			d[i] = F32ToBF16(min(bf16Widen(d[i]), bf16Widen(s[i])))
 		}
-	case backend.Max:
+	case core.Max:
 		for i := range d {
 			d[i] = F32ToBF16(max(bf16Widen(d[i]), bf16Widen(s[i])))
 		}

@@ -2,7 +2,7 @@
 
 package kernel
 
-import "github.com/gocomm/comm/backend"
+import "github.com/gocomm/comm/core"
 
 // The x86-64 kernels of binary16: F16C converts eight elements per
 // instruction, exactly as widenF16 and f32sToF16 do (exact widening;
@@ -30,9 +30,9 @@ func bf16AddAVX2(d, s *uint16, n int)
 
 // reduceBF16Vector reduces the longest prefix it can with the vector
 // kernel (Sum and Avg) and returns how many elements it did.
-func reduceBF16Vector(op backend.Op, d, s []uint16) int {
+func reduceBF16Vector(op core.Op, d, s []uint16) int {
 	n := len(d) &^ 15
-	if !hasAVX2 || n == 0 || (op != backend.Sum && op != backend.Avg) {
+	if !hasAVX2 || n == 0 || (op != core.Sum && op != core.Avg) {
 		return 0
 	}
 	bf16AddAVX2(&d[0], &s[0], n)
@@ -56,15 +56,15 @@ func f16DivAVX(b *uint16, x float32, n int)
 
 // reduceF16Vector reduces the longest prefix it can with the vector
 // kernels and returns how many elements it did.
-func reduceF16Vector(op backend.Op, d, s []uint16) int {
+func reduceF16Vector(op core.Op, d, s []uint16) int {
 	n := len(d) &^ 15
 	if !hasF16C || n == 0 {
 		return 0
 	}
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		f16AddAVX(&d[0], &s[0], n)
-	case backend.Prod:
+	case core.Prod:
 		f16MulAVX(&d[0], &s[0], n)
 	default:
 		return 0

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Errors returned by [Reduce] and [Divide]. They are wrapped with details
@@ -32,12 +32,12 @@ var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 //
 // len(dst) must equal len(src) and be a multiple of dt.Size(); otherwise the
 // error wraps [ErrLength] and dst is untouched. An op that cannot reduce dt
-// (see backend.Op.ValidFor) gives an error wrapping [ErrUnsupported].
+// (see core.Op.ValidFor) gives an error wrapping [ErrUnsupported].
 //
 // dst and src may be the same slice but must not otherwise overlap. Reduce
 // keeps neither after it returns and is safe to call concurrently on
 // disjoint buffers. Buffers aligned for dt (see [Alloc]) take the fast path.
-func Reduce(dt backend.DType, op backend.Op, dst, src []byte) error {
+func Reduce(dt core.DType, op core.Op, dst, src []byte) error {
 	if !op.ValidFor(dt) {
 		return unsupported("Reduce", dt, op)
 	}
@@ -69,7 +69,7 @@ const reduceToPiece = 16 << 10
 // then calling Reduce(dt, op, dst, b) would, but in cache-sized pieces, so
 // that dst is written to memory once. dst may be a; otherwise the three
 // must not overlap. Lengths and ops are checked as by Reduce.
-func ReduceTo(dt backend.DType, op backend.Op, dst, a, b []byte) error {
+func ReduceTo(dt core.DType, op core.Op, dst, a, b []byte) error {
 	if len(a) != len(dst) {
 		return fmt.Errorf("%w: ReduceTo %v %v: dst has %d bytes but a has %d; pass equal lengths",
 			ErrLength, dt, op, len(dst), len(a))
@@ -101,8 +101,8 @@ func ReduceTo(dt backend.DType, op backend.Op, dst, a, b []byte) error {
 // multiple of dt.Size() (else [ErrLength]); Byte or an unknown dtype gives
 // [ErrUnsupported]. On error buf is untouched. buf is not kept after Divide
 // returns.
-func Divide(dt backend.DType, buf []byte, n int) error {
-	if !backend.Sum.ValidFor(dt) {
+func Divide(dt core.DType, buf []byte, n int) error {
+	if !core.Sum.ValidFor(dt) {
 		if !dt.Valid() {
 			return fmt.Errorf("%w: Divide: unknown dtype %v", ErrUnsupported, dt)
 		}
@@ -141,14 +141,14 @@ func Alloc(n int) []byte {
 }
 
 // unsupported explains why op cannot reduce dt.
-func unsupported(fn string, dt backend.DType, op backend.Op) error {
+func unsupported(fn string, dt core.DType, op core.Op) error {
 	switch {
 	case !dt.Valid():
 		return fmt.Errorf("%w: %s: unknown dtype %v", ErrUnsupported, fn, dt)
-	case dt == backend.Byte:
+	case dt == core.Byte:
 		return fmt.Errorf("%w: %s %v: byte buffers are opaque and cannot be reduced; use a numeric dtype",
 			ErrUnsupported, fn, op)
-	case op > backend.Avg:
+	case op > core.Avg:
 		return fmt.Errorf("%w: %s %v: unknown op %v", ErrUnsupported, fn, dt, op)
 	default:
 		return fmt.Errorf("%w: %s: %v needs an integer dtype, got %v", ErrUnsupported, fn, op, dt)
@@ -170,61 +170,61 @@ func view[T any](b []byte) []T {
 }
 
 // reduceNative runs the typed kernel for dt over buffers that view accepts.
-func reduceNative(dt backend.DType, op backend.Op, dst, src []byte) {
+func reduceNative(dt core.DType, op core.Op, dst, src []byte) {
 	switch dt {
-	case backend.Int8:
+	case core.Int8:
 		reduceInteger(op, view[int8](dst), view[int8](src))
-	case backend.Int16:
+	case core.Int16:
 		reduceInteger(op, view[int16](dst), view[int16](src))
-	case backend.Int32:
+	case core.Int32:
 		reduceInteger(op, view[int32](dst), view[int32](src))
-	case backend.Int64:
+	case core.Int64:
 		reduceInteger(op, view[int64](dst), view[int64](src))
-	case backend.Uint8:
+	case core.Uint8:
 		reduceInteger(op, view[uint8](dst), view[uint8](src))
-	case backend.Uint16:
+	case core.Uint16:
 		reduceInteger(op, view[uint16](dst), view[uint16](src))
-	case backend.Uint32:
+	case core.Uint32:
 		reduceInteger(op, view[uint32](dst), view[uint32](src))
-	case backend.Uint64:
+	case core.Uint64:
 		reduceInteger(op, view[uint64](dst), view[uint64](src))
-	case backend.Float32:
+	case core.Float32:
 		reduceFloat(op, view[float32](dst), view[float32](src))
-	case backend.Float64:
+	case core.Float64:
 		reduceFloat(op, view[float64](dst), view[float64](src))
-	case backend.Float16:
+	case core.Float16:
 		reduceF16(op, view[uint16](dst), view[uint16](src))
-	case backend.BFloat16:
+	case core.BFloat16:
 		reduceBF16(op, view[uint16](dst), view[uint16](src))
 	}
 }
 
 // divideNative runs the typed division for dt over a buffer view accepts.
-func divideNative(dt backend.DType, buf []byte, n int) {
+func divideNative(dt core.DType, buf []byte, n int) {
 	switch dt {
-	case backend.Int8:
+	case core.Int8:
 		divideSigned(view[int8](buf), n)
-	case backend.Int16:
+	case core.Int16:
 		divideSigned(view[int16](buf), n)
-	case backend.Int32:
+	case core.Int32:
 		divideSigned(view[int32](buf), n)
-	case backend.Int64:
+	case core.Int64:
 		divideSigned(view[int64](buf), n)
-	case backend.Uint8:
+	case core.Uint8:
 		divideUnsigned(view[uint8](buf), n)
-	case backend.Uint16:
+	case core.Uint16:
 		divideUnsigned(view[uint16](buf), n)
-	case backend.Uint32:
+	case core.Uint32:
 		divideUnsigned(view[uint32](buf), n)
-	case backend.Uint64:
+	case core.Uint64:
 		divideUnsigned(view[uint64](buf), n)
-	case backend.Float32:
+	case core.Float32:
 		divideFloat(view[float32](buf), float32(n))
-	case backend.Float64:
+	case core.Float64:
 		divideFloat(view[float64](buf), float64(n))
-	case backend.Float16:
+	case core.Float16:
 		divideF16(view[uint16](buf), float32(n))
-	case backend.BFloat16:
+	case core.BFloat16:
 		divideBF16(view[uint16](buf), float32(n))
 	}
 }
@@ -237,7 +237,7 @@ const scratchWords = 256
 // reducePortable handles buffers the fast path cannot view (misaligned, or a
 // big-endian host): it decodes chunks of dst and src into aligned scratch in
 // host order, reduces them with the typed kernels and encodes the result back.
-func reducePortable(dt backend.DType, op backend.Op, dst, src []byte) {
+func reducePortable(dt core.DType, op core.Op, dst, src []byte) {
 	var dw, sw [scratchWords]uint64
 	db := unsafe.Slice((*byte)(unsafe.Pointer(&dw[0])), len(dw)*8)
 	sb := unsafe.Slice((*byte)(unsafe.Pointer(&sw[0])), len(sw)*8)
@@ -253,7 +253,7 @@ func reducePortable(dt backend.DType, op backend.Op, dst, src []byte) {
 }
 
 // dividePortable is the Divide counterpart of reducePortable.
-func dividePortable(dt backend.DType, buf []byte, n int) {
+func dividePortable(dt core.DType, buf []byte, n int) {
 	var w [scratchWords]uint64
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
 	size := dt.Size()

@@ -11,35 +11,35 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 var (
-	allDTypes = []backend.DType{
-		backend.Int8, backend.Int16, backend.Int32, backend.Int64,
-		backend.Uint8, backend.Uint16, backend.Uint32, backend.Uint64,
-		backend.Float16, backend.BFloat16, backend.Float32, backend.Float64,
+	allDTypes = []core.DType{
+		core.Int8, core.Int16, core.Int32, core.Int64,
+		core.Uint8, core.Uint16, core.Uint32, core.Uint64,
+		core.Float16, core.BFloat16, core.Float32, core.Float64,
 	}
-	allOps = []backend.Op{
-		backend.Sum, backend.Prod, backend.Min, backend.Max,
-		backend.BAnd, backend.BOr, backend.BXor, backend.Avg,
+	allOps = []core.Op{
+		core.Sum, core.Prod, core.Min, core.Max,
+		core.BAnd, core.BOr, core.BXor, core.Avg,
 	}
 )
 
 // edgeBits returns interesting element bit patterns for dt.
-func edgeBits(dt backend.DType) []uint64 {
+func edgeBits(dt core.DType) []uint64 {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return []uint64{0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe01, 0x7bff, 0xfbff,
 			0x0001, 0x8001, 0x03ff, 0x0400, 0x8400, 0x3c00, 0xbc00, 0x3c01, 0x7800, 0x0200}
-	case backend.BFloat16:
+	case core.BFloat16:
 		return []uint64{0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0xffc1, 0x7f7f, 0xff7f,
 			0x0001, 0x8001, 0x007f, 0x0080, 0x8080, 0x3f80, 0xbf80, 0x3f81, 0x7f00}
-	case backend.Float32:
+	case core.Float32:
 		return []uint64{0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001,
 			0xffc00001, 0x7f7fffff, 0xff7fffff, 0x00000001, 0x80000001, 0x007fffff, 0x00800000,
 			0x80800000, 0x3f800000, 0xbf800000, 0x3f800001, 0x33800000, 0x4b800000}
-	case backend.Float64:
+	case core.Float64:
 		return []uint64{0, 1 << 63, 0x7ff0000000000000, 0xfff0000000000000, 0x7ff8000000000000,
 			0x7ff0000000000001, 0xfff8000000000001, 0x7fefffffffffffff, 0xffefffffffffffff,
 			1, 1<<63 | 1, 0x000fffffffffffff, 0x0010000000000000, 0x3ff0000000000000,
@@ -58,7 +58,7 @@ func edgeBits(dt backend.DType) []uint64 {
 // randomBuffers returns dst and src contents of n elements of dt: first
 // every pair of edge values, then a mix of random bit patterns, edge values
 // and, for floats, values with nearby exponents whose sums round often.
-func randomBuffers(rng *rand.Rand, dt backend.DType, n int) (dst, src []byte) {
+func randomBuffers(rng *rand.Rand, dt core.DType, n int) (dst, src []byte) {
 	size := dt.Size()
 	dst, src = make([]byte, n*size), make([]byte, n*size)
 	edges := edgeBits(dt)
@@ -92,12 +92,12 @@ func randomBuffers(rng *rand.Rand, dt backend.DType, n int) (dst, src []byte) {
 
 // nearOne returns a float of dt with a random sign and fraction and an
 // exponent near 0 (or, sometimes, near the subnormal range).
-func nearOne(rng *rand.Rand, dt backend.DType) uint64 {
+func nearOne(rng *rand.Rand, dt core.DType) uint64 {
 	var f float64
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		f = refHalfToF64(uint16(rng.Uint32()), fmtF16)
-	case backend.BFloat16:
+	case core.BFloat16:
 		f = refHalfToF64(uint16(rng.Uint32()), fmtBF16)
 	default:
 		f = rng.Float64()
@@ -114,11 +114,11 @@ func nearOne(rng *rand.Rand, dt backend.DType) uint64 {
 		f = -f
 	}
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return uint64(refRoundHalf(f, fmtF16))
-	case backend.BFloat16:
+	case core.BFloat16:
 		return uint64(refRoundHalf(f, fmtBF16))
-	case backend.Float32:
+	case core.Float32:
 		return uint64(math.Float32bits(float32(f)))
 	default:
 		return math.Float64bits(f)
@@ -127,7 +127,7 @@ func nearOne(rng *rand.Rand, dt backend.DType) uint64 {
 
 // checkSame reports elements where got differs from want. Floats match when
 // their bits are equal or both are NaN; a 16-bit NaN result must be quiet.
-func checkSame(t *testing.T, dt backend.DType, got, want, inA, inB []byte, what string) {
+func checkSame(t *testing.T, dt core.DType, got, want, inA, inB []byte, what string) {
 	t.Helper()
 	size := dt.Size()
 	bad := 0
@@ -148,15 +148,15 @@ func checkSame(t *testing.T, dt backend.DType, got, want, inA, inB []byte, what 
 }
 
 // isNaNBits reports whether the element bit pattern v of dt is a NaN.
-func isNaNBits(dt backend.DType, v uint64) bool {
+func isNaNBits(dt core.DType, v uint64) bool {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return fmtF16.isNaN(uint16(v))
-	case backend.BFloat16:
+	case core.BFloat16:
 		return fmtBF16.isNaN(uint16(v))
-	case backend.Float32:
+	case core.Float32:
 		return math.IsNaN(float64(math.Float32frombits(uint32(v))))
-	case backend.Float64:
+	case core.Float64:
 		return math.IsNaN(math.Float64frombits(v))
 	}
 	return false
@@ -165,11 +165,11 @@ func isNaNBits(dt backend.DType, v uint64) bool {
 // acceptableNaN reports whether v is a NaN a kernel may produce: any NaN
 // for float32/float64 (the hardware's choice), a quiet one for the 16-bit
 // formats (our conversions quiet them).
-func acceptableNaN(dt backend.DType, v uint64) bool {
+func acceptableNaN(dt core.DType, v uint64) bool {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return fmtF16.isQuietNaN(uint16(v))
-	case backend.BFloat16:
+	case core.BFloat16:
 		return fmtBF16.isQuietNaN(uint16(v))
 	}
 	return isNaNBits(dt, v)
@@ -257,10 +257,10 @@ func TestReduceToMatchesReduce(t *testing.T) {
 			}
 		}
 	}
-	if err := ReduceTo(backend.Float32, backend.Sum, make([]byte, 8), make([]byte, 4), make([]byte, 8)); !errors.Is(err, ErrLength) {
+	if err := ReduceTo(core.Float32, core.Sum, make([]byte, 8), make([]byte, 4), make([]byte, 8)); !errors.Is(err, ErrLength) {
 		t.Errorf("short a: %v", err)
 	}
-	if err := ReduceTo(backend.Float32, backend.Sum, make([]byte, 8), make([]byte, 8), make([]byte, 4)); !errors.Is(err, ErrLength) {
+	if err := ReduceTo(core.Float32, core.Sum, make([]byte, 8), make([]byte, 8), make([]byte, 4)); !errors.Is(err, ErrLength) {
 		t.Errorf("short b: %v", err)
 	}
 }
@@ -296,7 +296,7 @@ func TestDivideIntegersTruncateTowardZero(t *testing.T) {
 	for i, v := range []int64{7, -7, math.MinInt64, math.MaxInt64} {
 		binary.LittleEndian.PutUint64(buf[8*i:], uint64(v))
 	}
-	if err := Divide(backend.Int64, buf, 2); err != nil {
+	if err := Divide(core.Int64, buf, 2); err != nil {
 		t.Fatal(err)
 	}
 	want := []int64{3, -3, math.MinInt64 / 2, math.MaxInt64 / 2}
@@ -306,7 +306,7 @@ func TestDivideIntegersTruncateTowardZero(t *testing.T) {
 		}
 	}
 	b8 := []byte{0x80, 0x7f, 0x81} // int8 -128, 127, -127
-	if err := Divide(backend.Int8, b8, 128); err != nil {
+	if err := Divide(core.Int8, b8, 128); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(b8, []byte{0xff, 0, 0}) { // -1, 0, 0
@@ -321,10 +321,10 @@ func TestAvgIsSumThenDivide(t *testing.T) {
 		binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		binary.LittleEndian.PutUint32(src[4*i:], math.Float32bits(2*v))
 	}
-	if err := Reduce(backend.Float32, backend.Avg, dst, src); err != nil {
+	if err := Reduce(core.Float32, core.Avg, dst, src); err != nil {
 		t.Fatal(err)
 	}
-	if err := Divide(backend.Float32, dst, 2); err != nil {
+	if err := Divide(core.Float32, dst, 2); err != nil {
 		t.Fatal(err)
 	}
 	for i, w := range []float32{1.5, 3, 4.5} {
@@ -337,24 +337,24 @@ func TestAvgIsSumThenDivide(t *testing.T) {
 func TestReduceErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		dt       backend.DType
-		op       backend.Op
+		dt       core.DType
+		op       core.Op
 		dst, src int
 		want     error
 		mentions []string
 	}{
-		{"bitwise float", backend.Float32, backend.BAnd, 8, 8, ErrUnsupported, []string{"BAnd", "float32", "integer"}},
-		{"bitwise half", backend.BFloat16, backend.BXor, 8, 8, ErrUnsupported, []string{"BXor", "bfloat16"}},
-		{"byte", backend.Byte, backend.Sum, 8, 8, ErrUnsupported, []string{"byte"}},
-		{"byte bitwise", backend.Byte, backend.BOr, 8, 8, ErrUnsupported, []string{"byte"}},
-		{"zero dtype", backend.DType(0), backend.Sum, 8, 8, ErrUnsupported, []string{"unknown dtype", "DType(0)"}},
-		{"unknown dtype", backend.DType(99), backend.Max, 8, 8, ErrUnsupported, []string{"DType(99)"}},
-		{"unknown op", backend.Int32, backend.Op(8), 8, 8, ErrUnsupported, []string{"unknown op", "Op(8)"}},
-		{"unknown op 200", backend.Float64, backend.Op(200), 8, 8, ErrUnsupported, []string{"Op(200)"}},
-		{"length mismatch", backend.Int32, backend.Sum, 8, 12, ErrLength, []string{"8", "12"}},
-		{"length mismatch empty", backend.Float16, backend.Sum, 0, 2, ErrLength, []string{"0", "2"}},
-		{"not a multiple", backend.Float32, backend.Sum, 6, 6, ErrLength, []string{"6", "4"}},
-		{"not a multiple 8", backend.Uint64, backend.Prod, 12, 12, ErrLength, []string{"12", "8"}},
+		{"bitwise float", core.Float32, core.BAnd, 8, 8, ErrUnsupported, []string{"BAnd", "float32", "integer"}},
+		{"bitwise half", core.BFloat16, core.BXor, 8, 8, ErrUnsupported, []string{"BXor", "bfloat16"}},
+		{"byte", core.Byte, core.Sum, 8, 8, ErrUnsupported, []string{"byte"}},
+		{"byte bitwise", core.Byte, core.BOr, 8, 8, ErrUnsupported, []string{"byte"}},
+		{"zero dtype", core.DType(0), core.Sum, 8, 8, ErrUnsupported, []string{"unknown dtype", "DType(0)"}},
+		{"unknown dtype", core.DType(99), core.Max, 8, 8, ErrUnsupported, []string{"DType(99)"}},
+		{"unknown op", core.Int32, core.Op(8), 8, 8, ErrUnsupported, []string{"unknown op", "Op(8)"}},
+		{"unknown op 200", core.Float64, core.Op(200), 8, 8, ErrUnsupported, []string{"Op(200)"}},
+		{"length mismatch", core.Int32, core.Sum, 8, 12, ErrLength, []string{"8", "12"}},
+		{"length mismatch empty", core.Float16, core.Sum, 0, 2, ErrLength, []string{"0", "2"}},
+		{"not a multiple", core.Float32, core.Sum, 6, 6, ErrLength, []string{"6", "4"}},
+		{"not a multiple 8", core.Uint64, core.Prod, 12, 12, ErrLength, []string{"12", "8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,16 +385,16 @@ func TestReduceErrors(t *testing.T) {
 func TestDivideErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		dt       backend.DType
+		dt       core.DType
 		len, n   int
 		want     error
 		mentions []string
 	}{
-		{"zero divisor", backend.Float32, 8, 0, ErrDivisor, []string{"0"}},
-		{"negative divisor", backend.Int32, 8, -3, ErrDivisor, []string{"-3"}},
-		{"byte", backend.Byte, 8, 2, ErrUnsupported, []string{"byte"}},
-		{"unknown dtype", backend.DType(77), 8, 2, ErrUnsupported, []string{"DType(77)"}},
-		{"not a multiple", backend.Float64, 12, 2, ErrLength, []string{"12", "8"}},
+		{"zero divisor", core.Float32, 8, 0, ErrDivisor, []string{"0"}},
+		{"negative divisor", core.Int32, 8, -3, ErrDivisor, []string{"-3"}},
+		{"byte", core.Byte, 8, 2, ErrUnsupported, []string{"byte"}},
+		{"unknown dtype", core.DType(77), 8, 2, ErrUnsupported, []string{"DType(77)"}},
+		{"not a multiple", core.Float64, 12, 2, ErrLength, []string{"12", "8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -421,7 +421,7 @@ func TestDivideErrors(t *testing.T) {
 
 func TestEmptyBuffers(t *testing.T) {
 	for _, dt := range allDTypes {
-		if err := Reduce(dt, backend.Sum, nil, nil); err != nil {
+		if err := Reduce(dt, core.Sum, nil, nil); err != nil {
 			t.Errorf("Reduce(%v, nil, nil) = %v", dt, err)
 		}
 		if err := Divide(dt, nil, 3); err != nil {
@@ -458,21 +458,21 @@ func TestMinMaxNaNAndZeros(t *testing.T) {
 	negZero := math.Copysign(0, -1)
 	nan := math.NaN()
 	tests := []struct {
-		op         backend.Op
+		op         core.Op
 		a, b, want float64
 	}{
-		{backend.Min, 0, negZero, negZero},
-		{backend.Min, negZero, 0, negZero},
-		{backend.Max, 0, negZero, 0},
-		{backend.Max, negZero, 0, 0},
-		{backend.Max, nan, 1, nan},
-		{backend.Max, 1, nan, nan},
-		{backend.Min, nan, math.Inf(-1), nan},
-		{backend.Min, math.Inf(-1), nan, nan},
-		{backend.Min, 2, -3, -3},
-		{backend.Max, 2, -3, 2},
+		{core.Min, 0, negZero, negZero},
+		{core.Min, negZero, 0, negZero},
+		{core.Max, 0, negZero, 0},
+		{core.Max, negZero, 0, 0},
+		{core.Max, nan, 1, nan},
+		{core.Max, 1, nan, nan},
+		{core.Min, nan, math.Inf(-1), nan},
+		{core.Min, math.Inf(-1), nan, nan},
+		{core.Min, 2, -3, -3},
+		{core.Max, 2, -3, 2},
 	}
-	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16, backend.Float32, backend.Float64} {
+	for _, dt := range []core.DType{core.Float16, core.BFloat16, core.Float32, core.Float64} {
 		for _, tt := range tests {
 			dst, src := floatBuf(dt, tt.a), floatBuf(dt, tt.b)
 			if err := Reduce(dt, tt.op, dst, src); err != nil {
@@ -488,14 +488,14 @@ func TestMinMaxNaNAndZeros(t *testing.T) {
 }
 
 // floatBuf encodes one float element of dt (v must be representable).
-func floatBuf(dt backend.DType, v float64) []byte {
+func floatBuf(dt core.DType, v float64) []byte {
 	b := Alloc(dt.Size())
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		binary.LittleEndian.PutUint16(b, refRoundHalf(v, fmtF16))
-	case backend.BFloat16:
+	case core.BFloat16:
 		binary.LittleEndian.PutUint16(b, refRoundHalf(v, fmtBF16))
-	case backend.Float32:
+	case core.Float32:
 		binary.LittleEndian.PutUint32(b, math.Float32bits(float32(v)))
 	default:
 		binary.LittleEndian.PutUint64(b, math.Float64bits(v))
@@ -553,7 +553,7 @@ func TestReduceDoesNotAllocate(t *testing.T) {
 			buf := Alloc(4096 + 8)
 			dst, src := buf[off:off+2048], buf[2048+8:4096+8]
 			allocs := testing.AllocsPerRun(20, func() {
-				if err := Reduce(dt, backend.Max, dst, src); err != nil {
+				if err := Reduce(dt, core.Max, dst, src); err != nil {
 					t.Fatal(err)
 				}
 				if err := Divide(dt, dst, 3); err != nil {

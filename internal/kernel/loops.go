@@ -3,10 +3,10 @@ package kernel
 import (
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
-// integer is every Go integer type a backend.DType maps to.
+// integer is every Go integer type a core.DType maps to.
 type integer interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64
 }
@@ -21,7 +21,7 @@ type (
 	}
 )
 
-// float is every Go floating-point type a backend.DType maps to.
+// float is every Go floating-point type a core.DType maps to.
 type float interface{ ~float32 | ~float64 }
 
 // number is every type the arithmetic loops run on.
@@ -42,35 +42,35 @@ func blocks[T any](x []T) [][blockLen]T {
 }
 
 // reduceInteger applies op (valid for integers) element-wise: d[i] = op(d[i], s[i]).
-func reduceInteger[T integer](op backend.Op, d, s []T) {
+func reduceInteger[T integer](op core.Op, d, s []T) {
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		addLoop(d, s)
-	case backend.Prod:
+	case core.Prod:
 		mulLoop(d, s)
-	case backend.Min:
+	case core.Min:
 		minLoop(d, s)
-	case backend.Max:
+	case core.Max:
 		maxLoop(d, s)
-	case backend.BAnd:
+	case core.BAnd:
 		andLoop(d, s)
-	case backend.BOr:
+	case core.BOr:
 		orLoop(d, s)
-	case backend.BXor:
+	case core.BXor:
 		xorLoop(d, s)
 	}
 }
 
 // reduceFloat applies op (an arithmetic op) element-wise: d[i] = op(d[i], s[i]).
-func reduceFloat[T float](op backend.Op, d, s []T) {
+func reduceFloat[T float](op core.Op, d, s []T) {
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		addLoop(d, s)
-	case backend.Prod:
+	case core.Prod:
 		mulLoop(d, s)
-	case backend.Min:
+	case core.Min:
 		minLoop(d, s)
-	case backend.Max:
+	case core.Max:
 		maxLoop(d, s)
 	}
 }

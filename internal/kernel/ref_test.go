@@ -12,7 +12,7 @@ import (
 	"math"
 	"math/big"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // halfFormat describes a 16-bit float format for the reference.
@@ -96,10 +96,10 @@ func refRoundHalf(x float64, f halfFormat) uint16 {
 	return sign | uint16(e-1+f.emax)<<f.mant | uint16(math.Ldexp(frac, f.mant))
 }
 
-func bitsOf(dt backend.DType) int { return 8 * dt.Size() }
+func bitsOf(dt core.DType) int { return 8 * dt.Size() }
 
-func isSigned(dt backend.DType) bool {
-	return dt == backend.Int8 || dt == backend.Int16 || dt == backend.Int32 || dt == backend.Int64
+func isSigned(dt core.DType) bool {
+	return dt == core.Int8 || dt == core.Int16 || dt == core.Int32 || dt == core.Int64
 }
 
 func loadUint(b []byte, size int) uint64 {
@@ -129,13 +129,13 @@ func storeUint(b []byte, size int, v uint64) {
 }
 
 // refLoadFloat decodes a float element of dt exactly.
-func refLoadFloat(dt backend.DType, b []byte) float64 {
+func refLoadFloat(dt core.DType, b []byte) float64 {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return refHalfToF64(binary.LittleEndian.Uint16(b), fmtF16)
-	case backend.BFloat16:
+	case core.BFloat16:
 		return refHalfToF64(binary.LittleEndian.Uint16(b), fmtBF16)
-	case backend.Float32:
+	case core.Float32:
 		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
 	default:
 		return math.Float64frombits(binary.LittleEndian.Uint64(b))
@@ -152,7 +152,7 @@ func wrapInt(x *big.Int, width int) uint64 {
 
 // refIntElement computes op on two integer elements of dt given as bit
 // patterns, returning the result's bit pattern.
-func refIntElement(dt backend.DType, op backend.Op, a, b uint64) uint64 {
+func refIntElement(dt core.DType, op core.Op, a, b uint64) uint64 {
 	w := bitsOf(dt)
 	toBig := func(v uint64) *big.Int {
 		if isSigned(dt) && v>>(w-1)&1 == 1 { // negative: v - 2^w
@@ -163,25 +163,25 @@ func refIntElement(dt backend.DType, op backend.Op, a, b uint64) uint64 {
 	}
 	x, y := toBig(a), toBig(b)
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		return wrapInt(new(big.Int).Add(x, y), w)
-	case backend.Prod:
+	case core.Prod:
 		return wrapInt(new(big.Int).Mul(x, y), w)
-	case backend.Min:
+	case core.Min:
 		if y.Cmp(x) < 0 {
 			return b
 		}
 		return a
-	case backend.Max:
+	case core.Max:
 		if y.Cmp(x) > 0 {
 			return b
 		}
 		return a
-	case backend.BAnd:
+	case core.BAnd:
 		return a & b
-	case backend.BOr:
+	case core.BOr:
 		return a | b
-	case backend.BXor:
+	case core.BXor:
 		return a ^ b
 	}
 	panic("unreachable op")
@@ -190,13 +190,13 @@ func refIntElement(dt backend.DType, op backend.Op, a, b uint64) uint64 {
 // refFloatOp computes x op y for an arithmetic op. Results fixed by IEEE
 // rules (NaN, infinities, signed zeros) and Min/Max come back as special;
 // otherwise r is the exact result, for the caller to round once.
-func refFloatOp(op backend.Op, x, y float64) (r *big.Float, special float64, isSpecial bool) {
+func refFloatOp(op core.Op, x, y float64) (r *big.Float, special float64, isSpecial bool) {
 	nan := math.NaN()
 	if math.IsNaN(x) || math.IsNaN(y) {
 		return nil, nan, true
 	}
 	switch op {
-	case backend.Sum, backend.Avg:
+	case core.Sum, core.Avg:
 		switch {
 		case math.IsInf(x, 0) && math.IsInf(y, 0):
 			if math.Signbit(x) != math.Signbit(y) {
@@ -218,7 +218,7 @@ func refFloatOp(op backend.Op, x, y float64) (r *big.Float, special float64, isS
 			return nil, 0, true // exact cancellation is +0 when rounding to nearest
 		}
 		return s, 0, false
-	case backend.Prod:
+	case core.Prod:
 		neg := math.Signbit(x) != math.Signbit(y)
 		signed := func(v float64) float64 {
 			if neg {
@@ -235,17 +235,17 @@ func refFloatOp(op backend.Op, x, y float64) (r *big.Float, special float64, isS
 			return nil, signed(0), true
 		}
 		return new(big.Float).SetPrec(2200).Mul(big.NewFloat(x), big.NewFloat(y)), 0, false
-	case backend.Min, backend.Max:
+	case core.Min, core.Max:
 		if x == 0 && y == 0 {
 			// Documented choice: Min(-0, +0) = -0 and Max(-0, +0) = +0.
 			negMin := math.Signbit(x) || math.Signbit(y)
 			negMax := math.Signbit(x) && math.Signbit(y)
-			if op == backend.Min && negMin || op == backend.Max && negMax {
+			if op == core.Min && negMin || op == core.Max && negMax {
 				return nil, math.Copysign(0, -1), true
 			}
 			return nil, 0, true
 		}
-		if (op == backend.Min) == (x < y) {
+		if (op == core.Min) == (x < y) {
 			return nil, x, true
 		}
 		return nil, y, true
@@ -254,7 +254,7 @@ func refFloatOp(op backend.Op, x, y float64) (r *big.Float, special float64, isS
 }
 
 // refFloat32Op returns x op y correctly rounded to float32.
-func refFloat32Op(op backend.Op, x, y float64) float32 {
+func refFloat32Op(op core.Op, x, y float64) float32 {
 	r, v, special := refFloatOp(op, x, y)
 	if special {
 		return float32(v) // v is NaN, ±Inf, ±0 or one of the float32 operands
@@ -264,7 +264,7 @@ func refFloat32Op(op backend.Op, x, y float64) float32 {
 }
 
 // refFloat64Op returns x op y correctly rounded to float64.
-func refFloat64Op(op backend.Op, x, y float64) float64 {
+func refFloat64Op(op core.Op, x, y float64) float64 {
 	r, v, special := refFloatOp(op, x, y)
 	if special {
 		return v
@@ -275,23 +275,23 @@ func refFloat64Op(op backend.Op, x, y float64) float64 {
 
 // refReduce computes the expected Reduce(dt, op, dst, src) into a new
 // slice, one element at a time.
-func refReduce(dt backend.DType, op backend.Op, dst, src []byte) []byte {
+func refReduce(dt core.DType, op core.Op, dst, src []byte) []byte {
 	size := dt.Size()
 	out := make([]byte, len(dst))
 	for i := 0; i < len(dst); i += size {
 		a, b, o := dst[i:i+size], src[i:i+size], out[i:i+size]
 		switch dt {
-		case backend.Float16, backend.BFloat16:
+		case core.Float16, core.BFloat16:
 			f := fmtF16
-			if dt == backend.BFloat16 {
+			if dt == core.BFloat16 {
 				f = fmtBF16
 			}
 			r := refFloat32Op(op, refLoadFloat(dt, a), refLoadFloat(dt, b))
 			binary.LittleEndian.PutUint16(o, refRoundHalf(float64(r), f))
-		case backend.Float32:
+		case core.Float32:
 			r := refFloat32Op(op, refLoadFloat(dt, a), refLoadFloat(dt, b))
 			binary.LittleEndian.PutUint32(o, math.Float32bits(r))
-		case backend.Float64:
+		case core.Float64:
 			r := refFloat64Op(op, refLoadFloat(dt, a), refLoadFloat(dt, b))
 			binary.LittleEndian.PutUint64(o, math.Float64bits(r))
 		default:
@@ -302,7 +302,7 @@ func refReduce(dt backend.DType, op backend.Op, dst, src []byte) []byte {
 }
 
 // refDivide computes the expected Divide(dt, buf, n) into a new slice.
-func refDivide(dt backend.DType, buf []byte, n int) []byte {
+func refDivide(dt core.DType, buf []byte, n int) []byte {
 	size := dt.Size()
 	out := make([]byte, len(buf))
 	if n == 1 {
@@ -323,7 +323,7 @@ func refDivide(dt backend.DType, buf []byte, n int) []byte {
 		}
 		x := refLoadFloat(dt, a)
 		var d float64 // the divisor in the arithmetic's precision
-		if dt == backend.Float64 {
+		if dt == core.Float64 {
 			d = float64(n)
 		} else {
 			d = float64(float32(n))
@@ -336,7 +336,7 @@ func refDivide(dt backend.DType, buf []byte, n int) []byte {
 			// 200 bits make the one rounding below correct: the quotient of
 			// two short numbers is never that close to a tie without being one.
 			q := new(big.Float).SetPrec(200).Quo(big.NewFloat(x), big.NewFloat(d))
-			if dt == backend.Float64 {
+			if dt == core.Float64 {
 				r, _ = q.Float64()
 			} else {
 				f, _ := q.Float32()
@@ -344,11 +344,11 @@ func refDivide(dt backend.DType, buf []byte, n int) []byte {
 			}
 		}
 		switch dt {
-		case backend.Float16:
+		case core.Float16:
 			binary.LittleEndian.PutUint16(o, refRoundHalf(r, fmtF16))
-		case backend.BFloat16:
+		case core.BFloat16:
 			binary.LittleEndian.PutUint16(o, refRoundHalf(r, fmtBF16))
-		case backend.Float32:
+		case core.Float32:
 			binary.LittleEndian.PutUint32(o, math.Float32bits(float32(r)))
 		default:
 			binary.LittleEndian.PutUint64(o, math.Float64bits(r))
