@@ -1,0 +1,60 @@
+package env
+
+// Environment variables of the contract.
+const (
+	// torchrun, DeepSpeed, Kubeflow, commrun.
+	EnvRank           = "RANK"
+	EnvWorldSize      = "WORLD_SIZE"
+	EnvLocalRank      = "LOCAL_RANK"
+	EnvLocalWorldSize = "LOCAL_WORLD_SIZE"
+	EnvGroupRank      = "GROUP_RANK"
+	EnvGroupWorldSize = "GROUP_WORLD_SIZE"
+	EnvMasterAddr     = "MASTER_ADDR"
+	EnvMasterPort     = "MASTER_PORT"
+	// torchrun's agent already hosts a TCP store at MASTER_ADDR:MASTER_PORT
+	// when this is "True".
+	EnvUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE"
+	EnvRestartCount  = "TORCHELASTIC_RESTART_COUNT"
+	EnvRunID         = "TORCHELASTIC_RUN_ID"
+
+	// Open MPI.
+	EnvOMPIRank      = "OMPI_COMM_WORLD_RANK"
+	EnvOMPISize      = "OMPI_COMM_WORLD_SIZE"
+	EnvOMPILocalRank = "OMPI_COMM_WORLD_LOCAL_RANK"
+	EnvOMPILocalSize = "OMPI_COMM_WORLD_LOCAL_SIZE"
+
+	// MPICH, Hydra, Intel MPI (PMI).
+	EnvPMIRank       = "PMI_RANK"
+	EnvPMISize       = "PMI_SIZE"
+	EnvPMILocalRank  = "MPI_LOCALRANKID"
+	EnvPMILocalRanks = "MPI_LOCALNRANKS"
+
+	// SLURM.
+	EnvSlurmProcID    = "SLURM_PROCID"
+	EnvSlurmNTasks    = "SLURM_NTASKS"
+	EnvSlurmLocalID   = "SLURM_LOCALID"
+	EnvSlurmNodeID    = "SLURM_NODEID"
+	EnvSlurmJobID     = "SLURM_JOB_ID"
+	EnvSlurmStepID    = "SLURM_STEP_ID"
+	EnvSlurmNodeList  = "SLURM_JOB_NODELIST"
+	EnvSlurmStepNodes = "SLURM_STEP_NODELIST"
+
+	// gocomm's own knobs (see the table on Environment).
+	EnvBackend    = "GOCOMM_BACKEND"
+	EnvTimeout    = "GOCOMM_TIMEOUT"
+	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
+	EnvSecret     = "GOCOMM_SECRET"
+	EnvSocketHost = "GOCOMM_SOCKET_HOST"
+	// EnvSocketIfname chooses the data connections' address by interface
+	// name; GLOO_SOCKET_IFNAME is read when it is unset.
+	EnvSocketIfname = "GOCOMM_SOCKET_IFNAME"
+	EnvGlooIfname   = "GLOO_SOCKET_IFNAME"
+	EnvTransport    = "GOCOMM_TRANSPORT" // auto, tcp or shm
+	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
+	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
+	EnvInitMethod   = "GOCOMM_INIT_METHOD"
+	EnvDebug        = "GOCOMM_DEBUG"
+	EnvProfile      = "GOCOMM_PROFILE"
+	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
+	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
+)
