@@ -2,11 +2,7 @@
 
 package onebitkernel
 
-import (
-	"math"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // useAVX2 selects the vector kernels: AVX2 with the YMM registers saved by
 // the OS (x/sys/cpu checks both). Tests switch it off to run the Go loops.
@@ -19,7 +15,10 @@ var useAVX2 = cpu.X86.HasAVX2
 func compressAVX2(x, e *float32, bits *byte, n int, sum float64) float64
 
 //go:noescape
-func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64, ties int)
+func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64, parity uint64) (k float64)
+
+//go:noescape
+func compressBlockEvenAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64)
 
 //go:noescape
 func updateErrorAVX2(x, e *float32, bits *byte, n int, pos, neg float32)
@@ -39,56 +38,29 @@ func vectorLen(x []float32) int {
 	return len(x) &^ 7
 }
 
-// compress gives the index-order float64 sum of squares without running
-// an addition per element one after another where it can prove the
-// result the same.
-//
-// Let the running sum S be a positive normal float64 in [2^p, 2^(p+1)),
-// so every float64 there is a multiple of u = 2^(p-52), S among them.
-// While S + q stays below 2^(p+1), S + q rounds to the multiple of u
-// nearest to it, which is S + round(q/u)*u, unless q/u is exactly halfway
-// between two integers (a tie, whose rounding to even depends on S). So
-// for a block of squares q_i: if none is a tie and S + Σ round(q_i/u)*u <
-// 2^(p+1), the additions one after another give exactly that value (the
-// sum never leaves the binade: it only grows, and rounding is monotone).
-// compressBlockAVX2 computes Σ round(q_i/u) in vector lanes (integers
-// below 2^53: exact in any order) and reports ties; a block that fails
-// either test, and the start of the sum (S = 0, a few binades), runs the
-// additions one after another (compressAVX2). Either way the bits are the
-// Go loop's, which the tests check on inputs full of ties and crossings.
+// compress gives the index-order float64 sum of squares without an
+// addition chain where it can prove the result the same (sum_amd64.go):
+// the AVX2 block kernel over the elements x covers, falling back to the
+// chain where it must; the Go loop adds the padding past x (DeepSpeed pads
+// by less than 8N elements).
 func compress(x, e []float32, bits []byte) float64 {
-	var sum float64
 	n := vectorLen(x)
-	for i := 0; i < n; i += sumBlock {
-		m := min(sumBlock, n-i)
-		if invU, u, limit, ok := binade(sum); ok {
-			k, ties := compressBlockAVX2(&x[i], &e[i], &bits[i/8], m, invU)
-			if next := sum + float64(k*u); ties == 0 && next < limit {
-				sum = next
-				continue
-			}
-		}
-		sum = compressAVX2(&x[i], &e[i], &bits[i/8], m, sum)
-	}
+	sum := sumBlocks(x, e, bits, 0, n, 0, unitsAVX2, chainAVX2)
 	return compressGo(x, e, bits, n, sum)
 }
 
-// sumBlock is how many elements compress adds up at a time: a block that
-// crosses a binade is redone one addition after another, so smaller
-// blocks waste less; larger ones amortise the check.
-const sumBlock = 1024
-
-// binade returns, for a positive normal s in [2^p, 2^(p+1)), 1/u and u
-// with u = 2^(p-52) its unit in the last place, and 2^(p+1); ok is false
-// when s is zero, negative, subnormal, not finite, or so small or large
-// that these powers of two are not normal float64 values.
-func binade(s float64) (invU, u, limit float64, ok bool) {
-	b := math.Float64bits(s)
-	exp := b >> 52 // the biased exponent p+1023, with the sign bit above it
-	if exp < 53 || exp > 2045 {
-		return 0, 0, 0, false
+// unitsAVX2 is the AVX2 block kernel (see blockKernel): the one that
+// skips the tie checks when no square can be a tie (tiesPossible).
+func unitsAVX2(x, e []float32, bits []byte, i, m int, invU float64, parity uint64) float64 {
+	if !tiesPossible(invU) {
+		return compressBlockEvenAVX2(&x[i], &e[i], &bits[i/8], m, invU)
 	}
-	return math.Float64frombits((2098 - exp) << 52), math.Float64frombits((exp - 52) << 52), math.Float64frombits((exp + 1) << 52), true
+	return compressBlockAVX2(&x[i], &e[i], &bits[i/8], m, invU, parity)
+}
+
+// chainAVX2 is the AVX2 chain (see chainKernel).
+func chainAVX2(x, e []float32, bits []byte, i, m int, sum float64) float64 {
+	return compressAVX2(&x[i], &e[i], &bits[i/8], m, sum)
 }
 
 func updateError(x, e []float32, bits []byte, pos, neg float32) {

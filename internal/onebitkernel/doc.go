@@ -21,20 +21,21 @@
 // bits, so the scale does not depend on the CPU or the vector width.
 // Added one after another, it is a chain of dependent float64 additions,
 // one add latency per element (BenchmarkSumSquares), slower than memory.
-// The vector Compress gets the same bits without the chain where it can
-// prove them equal: inside one binade of the running sum every addition
-// rounds the square to a whole number of units in the last place, so a
-// block of squares adds up as integers in vector lanes, unless a square is
-// exactly half a unit (a tie, decided by the sum's last bit) or the sum
-// leaves the binade; such blocks, and the first ones while the sum is
-// small, run the chain. The tests check both paths against the Go loop,
-// ties and binade crossings included. Ties are not rare: in every other
-// binade of the sum about one square in a thousand is one (squares have
-// an even number of trailing zero bits), so on 64 MiB of random data
-// about two blocks in three still run the chain, and Compress is about
-// 1.3-2x the chain's speed, not memory's. Resolving a tie inside the block
-// needs only the parity of the units summed before it, a possible next
-// step.
+// The vector Compress gets the same bits without the chain
+// (sum_amd64.go): while the sum stays in one binade every addition rounds
+// the square to a whole number of units in the sum's last place, so a
+// block of squares adds up as integers in vector lanes; a square exactly
+// half a unit from two integers (a tie) goes to the neighbour that makes
+// the sum's unit count even, decided from the parity of the units summed
+// before it; squares of float32 values can tie only in every other
+// binade, where the kernel checks for ties. A block that would leave its
+// binade is split at about the crossing, and a few elements there, the
+// first ones while the sum is zero or subnormal, and everything after a
+// NaN or an infinity run the chain. The tests compare Compress with the
+// plain loop bit for bit on many kinds of input and a fuzz target, and
+// check the block kernel on its own on inputs full of ties and crossings.
+// The Go loops (every other platform) run the chain: the same blocks in
+// pure Go were slower than it.
 //
 // The kernels keep no buffer after they return, never allocate, and are
 // safe to call concurrently on disjoint output buffers. Bad lengths give an

@@ -101,37 +101,48 @@ GLOBL half<>(SB), RODATA|NOPTR, $8
 DATA absmask<>+0(SB)/8, $0x7fffffffffffffff
 GLOBL absmask<>(SB), RODATA|NOPTR, $8
 
-// ULPS(src) squares the four float64 lanes of src, scales them by 1/u
-// (Y12, a power of two: exact), rounds them to integers (nearest, ties to
-// even), adds the integers to Y8 and sets the lanes of Y9 whose fraction
-// was exactly one half (a tie). Y10 holds 0.5 and Y11 the abs mask.
-#define ULPS(src) \
+DATA magic<>+0(SB)/8, $0x4330000000000000
+GLOBL magic<>(SB), RODATA|NOPTR, $8
+
+// lanebitpd<> is lane i's bit in a mask of four float64 lanes, 1 << i.
+DATA lanebitpd<>+0(SB)/8, $1
+DATA lanebitpd<>+8(SB)/8, $2
+DATA lanebitpd<>+16(SB)/8, $4
+DATA lanebitpd<>+24(SB)/8, $8
+GLOBL lanebitpd<>(SB), RODATA|NOPTR, $32
+
+// UNITS(src, r) squares the four float64 lanes of src, scales them by 1/u
+// (Y12, a power of two: exact) into y, left in src, and sets r to y
+// rounded to integers (nearest, ties to even).
+#define UNITS(src, r) \
 	VMULPD   src, src, src \
 	VMULPD   Y12, src, src \
-	VROUNDPD $0, src, Y5 \
-	VADDPD   Y5, Y8, Y8 \
-	VSUBPD   Y5, src, src \
-	VANDPD   Y11, src, src \
-	VCMPPD   $0, Y10, src, src \
-	VORPD    src, Y9, Y9
+	VROUNDPD $0, src, r
 
-// func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64, ties int)
+// func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64, parity uint64) (k float64)
 //
 // compressBlockAVX2 is compressAVX2's signs with the squares counted in
-// units u of the running sum's last place: k is the sum over the block of
-// each square divided by u and rounded to an integer, ties is nonzero when
-// some square was exactly half a unit from two integers. See compress in
-// dispatch_amd64.go for why that gives the index-order sum.
+// units u of the running sum's last place (sum_amd64.go explains why): k is the
+// sum over the block of r, each square divided by u and rounded to an
+// integer, a tie (an odd multiple of one half) rounded so that the unit
+// count of the sum, of the given parity at the start, becomes even.
+//
+// The eight y of an iteration are rounded to nearest even and checked for
+// ties together; an iteration with a tie (rare) finds the parity of the
+// units summed before it and decides its ties with bit masks, without a
+// branch per lane.
 TEXT ·compressBlockAVX2(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), SI
 	MOVQ         e+8(FP), DX
 	MOVQ         bits+16(FP), DI
 	MOVQ         n+24(FP), CX
 	VBROADCASTSD invU+32(FP), Y12
+	MOVQ         parity+40(FP), R9
 	VBROADCASTSD half<>(SB), Y10
 	VBROADCASTSD absmask<>(SB), Y11
+	VBROADCASTSD magic<>(SB), Y9
+	VMOVDQU      lanebitpd<>(SB), Y14
 	VXORPD       Y8, Y8, Y8
-	VXORPD       Y9, Y9, Y9
 	VXORPS       Y15, Y15, Y15
 	VMOVDQU      reverse<>(SB), Y13
 	SHRQ         $3, CX
@@ -148,8 +159,22 @@ blockLoop:
 	VCVTPS2PD    X0, Y3
 	VEXTRACTF128 $1, Y0, X4
 	VCVTPS2PD    X4, Y4
-	ULPS(Y3)
-	ULPS(Y4)
+	UNITS(Y3, Y5)
+	UNITS(Y4, Y6)
+	// a tie: |y - r| == 1/2 in some lane
+	VSUBPD       Y5, Y3, Y1
+	VSUBPD       Y6, Y4, Y2
+	VANDPD       Y11, Y1, Y1
+	VANDPD       Y11, Y2, Y2
+	VMAXPD       Y2, Y1, Y1
+	VCMPPD       $0, Y10, Y1, Y1
+	VMOVMSKPD    Y1, AX
+	TESTL        AX, AX
+	JNZ          blockTies
+
+blockAdd:
+	VADDPD       Y6, Y5, Y5
+	VADDPD       Y5, Y8, Y8
 	ADDQ         $32, SI
 	ADDQ         $32, DX
 	INCQ         DI
@@ -163,10 +188,132 @@ blockDone:
 	VADDPD       X0, X8, X8
 	VPERMILPD    $1, X8, X0
 	VADDSD       X0, X8, X8
-	VMOVMSKPD    Y9, AX
+	VZEROUPPER
+	MOVSD        X8, k+48(FP)
+	RET
+
+blockTies:
+	// AX = T, the tie lanes: bit i for element i of the eight
+	VSUBPD       Y5, Y3, Y1
+	VANDPD       Y11, Y1, Y1
+	VCMPPD       $0, Y10, Y1, Y1
+	VMOVMSKPD    Y1, AX
+	VCMPPD       $0, Y10, Y2, Y2
+	VMOVMSKPD    Y2, BX
+	SHLL         $4, BX
+	ORL          BX, AX
+	// BX = Q, the parities of the r rounded to even (r < 2^52 in a
+	// usable block: bit 0 of r + 2^52 is r's, shifted to the sign)
+	VADDPD       Y9, Y5, Y1
+	VPSLLQ       $63, Y1, Y1
+	VMOVMSKPD    Y1, BX
+	VADDPD       Y9, Y6, Y2
+	VPSLLQ       $63, Y2, Y2
+	VMOVMSKPD    Y2, R10
+	SHLL         $4, R10
+	ORL          R10, BX
+	// R8 = P, the parity of S' + Σr before the eight (the four lanes of
+	// Y8 added: integers, exact in a usable block)
+	VEXTRACTF128 $1, Y8, X1
+	VADDPD       X1, X8, X1
+	VPERMILPD    $1, X1, X2
+	VADDSD       X2, X1, X1
+	VCVTTSD2SIQ  X1, R8
+	ADDQ         R9, R8
+	ANDQ         $1, R8
+	// R11 = F, the ties that take the odd neighbour: one pass per tie,
+	// lowest first; P flips with every odd r since the last tie, a tie
+	// takes the neighbour that makes S' + Σr even (the odd one when P is
+	// 1), and leaves P = 0
+	XORL         R11, R11
+
+blockTie:
+	MOVL         AX, R12
+	DECL         R12
+	XORL         AX, R12        // R12: bits 0..i, i the lowest tie
+	MOVL         R12, R13
+	SHRL         $1, R13
+	XORL         R10, R10
+	ANDL         BX, R13        // odd r after the last tie, before i
+	SETPC        R10B           // their count is odd
+	XORQ         R10, R8
+	MOVL         AX, R13
+	NEGL         R13
+	ANDL         AX, R13        // bit i
+	NEGQ         R8
+	ANDL         R8, R13
+	ORL          R13, R11
+	XORQ         R8, R8
+	NOTL         R12
+	ANDL         R12, BX
+	MOVL         AX, R12
+	DECL         R12
+	ANDL         R12, AX
+	JNZ          blockTie
+
+	// r = 2y - r (the odd neighbour) in the lanes of F
+	VMOVD        R11, X1
+	VPBROADCASTQ X1, Y1
+	VPAND        Y14, Y1, Y1
+	VPCMPEQQ     Y14, Y1, Y1
+	VADDPD       Y3, Y3, Y2
+	VSUBPD       Y5, Y2, Y2
+	VBLENDVPD    Y1, Y2, Y5, Y5
+	SHRL         $4, R11
+	VMOVD        R11, X1
+	VPBROADCASTQ X1, Y1
+	VPAND        Y14, Y1, Y1
+	VPCMPEQQ     Y14, Y1, Y1
+	VADDPD       Y4, Y4, Y2
+	VSUBPD       Y6, Y2, Y2
+	VBLENDVPD    Y1, Y2, Y6, Y6
+	JMP          blockAdd
+
+// func compressBlockEvenAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64)
+//
+// compressBlockEvenAVX2 is compressBlockAVX2 for a sum whose binade
+// [2^p, 2^(p+1)) has p even, where no square of a float32 is a tie (sum_amd64.go
+// explains why): it rounds and adds, and decides nothing.
+TEXT ·compressBlockEvenAVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         e+8(FP), DX
+	MOVQ         bits+16(FP), DI
+	MOVQ         n+24(FP), CX
+	VBROADCASTSD invU+32(FP), Y12
+	VXORPD       Y8, Y8, Y8
+	VXORPS       Y15, Y15, Y15
+	VMOVDQU      reverse<>(SB), Y13
+	SHRQ         $3, CX
+	JZ           evenDone
+
+evenLoop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (DX), Y0, Y0
+	VPERMPS      Y0, Y13, Y2
+	VCMPPS       $1, Y15, Y2, Y2
+	VMOVMSKPS    Y2, AX
+	NOTL         AX
+	MOVB         AX, (DI)
+	VCVTPS2PD    X0, Y3
+	VEXTRACTF128 $1, Y0, X4
+	VCVTPS2PD    X4, Y4
+	UNITS(Y3, Y5)
+	UNITS(Y4, Y6)
+	VADDPD       Y6, Y5, Y5
+	VADDPD       Y5, Y8, Y8
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	INCQ         DI
+	DECQ         CX
+	JNZ          evenLoop
+
+evenDone:
+	VEXTRACTF128 $1, Y8, X0
+	VADDPD       X0, X8, X8
+	VPERMILPD    $1, X8, X0
+	VADDSD       X0, X8, X8
 	VZEROUPPER
 	MOVSD        X8, k+40(FP)
-	MOVQ         AX, ties+48(FP)
 	RET
 
 // func updateErrorAVX2(x, e *float32, bits *byte, n int, pos, neg float32)

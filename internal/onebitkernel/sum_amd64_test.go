@@ -8,94 +8,129 @@ import (
 	"testing"
 )
 
-// tieHeavy returns n values with few significant bits (small integers
-// times powers of two) mixed with random ones and zeros: their squares
-// land exactly halfway between units of the running sum's last place
-// often, and their sizes make the sum cross binades.
-func tieHeavy(rng *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		switch rng.IntN(4) {
-		case 0:
-			v[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(60)-30)))
-		case 1:
-			v[i] = 0
-		default:
-			v[i] = float32(math.Ldexp(float64(1+rng.IntN(3)), rng.IntN(50)-40))
-			if rng.IntN(2) == 0 {
-				v[i] = -v[i]
-			}
-		}
-	}
-	return v
-}
-
-// TestBlockSumIsTheChain checks the claim compress rests on, block by
-// block: whenever compressBlockAVX2 reports no tie and the sum stays in
-// its binade, S + k*u is exactly what the additions one after another
-// give. It also wants both outcomes to occur, so the test cannot pass on
-// a kernel that always falls back.
-func TestBlockSumIsTheChain(t *testing.T) {
+// TestBlockKernelIsTheChain checks the AVX2 block kernel on its own,
+// block by block, from random running sums: whenever S + k*u stays in S's binade
+// it must be exactly what the additions one after another give. It also
+// wants blocks with ties to be summed (not only refused), and refusals
+// for leaving the binade, so the test cannot pass on a kernel that always
+// falls back or never has to decide a tie.
+func TestBlockKernelIsTheChain(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no vector kernels on this CPU")
 	}
 	rng := rand.New(rand.NewPCG(21, 22))
-	var used, ties, crossed int
-	for trial := range 3000 {
+	var used, withTies, crossed int
+	for trial := range 4000 {
 		m := 8 * (1 + rng.IntN(64))
-		x, e := tieHeavy(rng, m), tieHeavy(rng, m)
-		bits := make([]byte, m/8)
-		// A start above the block's own sum, by 1 to 2^24 times, so that
-		// the block usually stays in the start's binade.
-		total := compressGo(x, e, make([]byte, m/8), 0, 0)
-		if total == 0 || math.IsInf(total, 0) {
+		d := distributions[3+rng.IntN(5)] // ties, ties-narrow, powers, ones, short mantissas
+		x, e := make([]float32, m), make([]float32, m)
+		d.fill(rng, x)
+		d.fill(rng, e)
+		if trial%2 == 0 {
+			clear(e)
+		}
+		total := plainSum(x, e)
+		if total == 0 {
 			continue
 		}
+		// A start above the block's own sum by 1 to 2^24 times, with
+		// few significant bits in half the trials (both parities),
+		// or as large as the block's sum in a fifth.
 		start := math.Ldexp(1+rng.Float64()/2, math.Ilogb(total)+1+rng.IntN(24))
-		if trial%3 == 0 { // few significant bits: ties likelier
-			start = math.Ldexp(float64(1+rng.IntN(8)), math.Ilogb(total)+rng.IntN(24))
+		if trial%2 == 0 {
+			start = math.Ldexp(float64(1+rng.IntN(16)), math.Ilogb(total)+rng.IntN(24))
+		}
+		if trial%5 == 0 { // about the block's own sum: it often leaves the binade
+			start = math.Ldexp(1+rng.Float64(), math.Ilogb(total)-rng.IntN(2))
 		}
 		want := compressGo(x, e, make([]byte, m/8), 0, start)
 		invU, u, limit, ok := binade(start)
 		if !ok {
 			t.Fatalf("binade(%v) not ok", start)
 		}
-		k, tie := compressBlockAVX2(&x[0], &e[0], &bits[0], m, invU)
-		next := start + float64(k*u)
-		switch {
-		case tie != 0:
-			ties++
-		case !(next < limit):
+		bits := make([]byte, m/8)
+		kk := unitsAVX2(x, e, bits, 0, m, invU, math.Float64bits(start)&1)
+		next := start + kk*u
+		if !(next < limit) {
 			crossed++
-		default:
-			used++
-			if math.Float64bits(next) != math.Float64bits(want) {
-				t.Fatalf("trial %d: block sum %v (k=%v u=%v from %v), one after another %v", trial, next, k, u, start, want)
+			if want < limit {
+				t.Fatalf("trial %d: block refused (k=%v) but the chain stays in the binade: %v < %v", trial, kk, want, limit)
 			}
+			continue
+		}
+		used++
+		if string(bits) != string(plainSigns(x, e)) {
+			t.Fatalf("trial %d: signs %x, want %x", trial, bits, plainSigns(x, e))
+		}
+		if countTies(x, e, start) > 0 {
+			withTies++
+		}
+		if math.Float64bits(next) != math.Float64bits(want) {
+			t.Fatalf("trial %d: block sum %v (k=%v u=%v from %v), one after another %v", trial, next, kk, u, start, want)
 		}
 	}
-	t.Logf("blocks summed in lanes %d, with ties %d, leaving the binade %d", used, ties, crossed)
-	if used == 0 || ties == 0 || crossed == 0 {
-		t.Fatalf("the test did not reach every case: summed %d, ties %d, crossed %d", used, ties, crossed)
+	t.Logf("blocks summed in units %d (%d of them deciding ties), leaving the binade %d", used, withTies, crossed)
+	if withTies < 100 || used-withTies < 100 || crossed < 100 {
+		t.Fatalf("the test did not reach every case: summed %d, with ties %d, crossed %d", used, withTies, crossed)
 	}
 }
 
-// TestCompressLongSums compares the dispatched Compress with the Go loop
-// on long tie-heavy inputs, where many blocks take each path.
-func TestCompressLongSums(t *testing.T) {
-	rng := rand.New(rand.NewPCG(23, 24))
-	for trial := range 20 {
-		w := 8 * (1000 + rng.IntN(20000))
-		x, e := tieHeavy(rng, w-rng.IntN(20)), tieHeavy(rng, w)
-		if trial%2 == 0 {
-			x, e = finiteValues(rng, w), finiteValues(rng, w)
+// countTies counts the additions of the chain from start whose exact
+// result lies halfway between two neighbouring float64 values.
+func countTies(x, e []float32, s float64) int {
+	n := 0
+	for j := range e {
+		b := x[j] + e[j]
+		t := float64(b) * float64(b)
+		next := s + t
+		if _, u, _, ok := binade(s); ok && next < 2*math.Ldexp(1, math.Ilogb(s)) {
+			if y := t / u; y-math.Floor(y) == 0.5 {
+				n++
+			}
 		}
-		bv, bg := make([]byte, w/8), make([]byte, w/8)
-		sv, sg := compress(x, e, bv), compressGo(x, e, bg, 0, 0)
-		if math.Float64bits(sv) != math.Float64bits(sg) || string(bv) != string(bg) {
-			t.Fatalf("trial %d (w=%d): sum %v vs Go %v", trial, w, sv, sg)
+		s = next
+	}
+	return n
+}
+
+// TestTiesOnlyInOddBinades checks the claim the even-binade kernel rests
+// on: a float32 square is never exactly half a unit of a sum in [2^p,
+// 2^(p+1)) with p even, and is in some with p odd (so the check is not
+// vacuous), over random values of every magnitude, subnormals included.
+func TestTiesOnlyInOddBinades(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	oddTies := 0
+	for range 200_000 {
+		b := math.Float32frombits(rng.Uint32()&^(1<<31|0xff<<23) | uint32(rng.IntN(255))<<23) // finite
+		if rng.IntN(3) == 0 {
+			b = math.Float32frombits(math.Float32bits(b) &^ (1<<uint(rng.IntN(24)) - 1)) // trailing zeros
+		}
+		q := float64(b) * float64(b)
+		if q == 0 {
+			continue
+		}
+		// the binades where q is a fraction of a unit but not below 2^-52 of it
+		for p := math.Ilogb(q) + 1; p <= math.Ilogb(q)+53 && p < 1023; p++ {
+			invU := math.Ldexp(1, 52-p)
+			y := q * invU
+			if y-math.Floor(y) != 0.5 {
+				continue
+			}
+			if p%2 == 0 || !tiesPossible(invU) {
+				t.Fatalf("%v^2 = %v is a tie in the binade 2^%d (tiesPossible %v)", b, q, p, tiesPossible(invU))
+			}
+			oddTies++
 		}
 	}
+	if oddTies == 0 {
+		t.Fatal("no ties at all: the test is not looking")
+	}
+	for _, p := range []int{-900, -3, -2, 0, 1, 2, 51, 52, 53, 900} {
+		if want := p%2 != 0; tiesPossible(math.Ldexp(1, 52-p)) != want {
+			t.Errorf("tiesPossible for p = %d: %v, want %v", p, !want, want)
+		}
+	}
+	t.Logf("%d ties, all in odd binades", oddTies)
 }
 
 func TestBinade(t *testing.T) {
@@ -115,27 +150,5 @@ func TestBinade(t *testing.T) {
 		if _, _, _, ok := binade(s); ok {
 			t.Errorf("binade(%v) ok", s)
 		}
-	}
-}
-
-// TestCompressTieNeedsTheChain builds a second block whose every square is
-// a tie: after the first block S = 2^53 + 2 (u = 2, S/u odd), and each
-// 1*1 = u/2 then rounds S up once to even and never again. Summing the
-// block in lanes would give S unchanged; compress must notice the ties
-// and add one after another.
-func TestCompressTieNeedsTheChain(t *testing.T) {
-	x := make([]float32, 2*sumBlock)
-	x[0], x[1], x[2] = 1<<26, 1<<26, 1.5
-	for i := sumBlock; i < len(x); i++ {
-		x[i] = 1
-	}
-	e := make([]float32, len(x))
-	bits := make([]byte, len(x)/8)
-	want := compressGo(x, e, bits, 0, 0)
-	if want != 1<<53+4 {
-		t.Fatalf("the construction is off: the Go loop sums to %v, want 2^53+4", want)
-	}
-	if got := compress(x, e, bits); got != want {
-		t.Fatalf("compress = %v, want %v (2^53+4)", got, want)
 	}
 }
