@@ -76,7 +76,8 @@ type TCPOptions struct {
 	// after it found it empty before it sleeps in the network poller
 	// (default 200µs; negative: never). Polling trades a CPU for latency:
 	// the Hybrid endpoint turns it off where the host's ranks outnumber
-	// its CPUs.
+	// its CPUs. Linux only: elsewhere, and under -tags gocomm_portable,
+	// readers park at once and ReadSpin has no effect.
 	ReadSpin time.Duration
 
 	hooks *tcpHooks // tests only

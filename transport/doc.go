@@ -43,5 +43,11 @@
 // a *RemoteAbortError. Close fails pending operations with ErrClosed and
 // waits for every goroutine the endpoint started.
 //
+// Platforms. Shared memory (mmap, futexes, process_vm_readv) and polling
+// reads are Linux's (shm_linux.go, tcp_poll_linux.go). Other platforms,
+// and Linux built with -tags gocomm_portable, get the portable fallback:
+// TCP read with plain blocking reads, a Hybrid endpoint that reaches every
+// peer over TCP, and TransportSHM an error that says so.
+//
 // Wire format: see frame.go (frames) and handshake.go (handshake).
 package transport
