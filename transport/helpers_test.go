@@ -175,7 +175,7 @@ func transportGoroutines() string {
 	var leaked []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
 		if strings.Contains(g, "transport.(*TCP)") || strings.Contains(g, "transport.(*meshBuilder)") ||
-			strings.Contains(g, "transport.(*tcpConn)") || strings.Contains(g, "transport.(*Hybrid)") ||
+			strings.Contains(g, "transport.(*tcpConn)") || strings.Contains(g, "transport.(*Hybrid)") || strings.Contains(g, "transport.(*shmEndpoint)") ||
 			strings.Contains(g, "transport.sleepOn") {
 			if strings.Contains(g, "testing.tRunner") || strings.Contains(g, "transportGoroutines") {
 				continue

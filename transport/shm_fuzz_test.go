@@ -37,7 +37,7 @@ func FuzzSHMRing(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ws := shmWorld(t, 2)
 		sender, recv := ws[1], ws[0]
-		o := sender.out[0]
+		o := sender.shm.out[0]
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := o.lock.lock(ctx, nil); err != nil {
@@ -55,7 +55,7 @@ func FuzzSHMRing(f *testing.F) {
 			payload := data[:p]
 			data = data[p:]
 			span := recordSpan(len(payload))
-			off, err := sender.reserve(ctx, o, span, true)
+			off, err := sender.shm.reserve(ctx, o, span, true)
 			if err != nil {
 				break
 			}

@@ -318,17 +318,17 @@ func childExchange(ctx context.Context, e *Hybrid) error {
 	// where the kernel allows one process to read another's.
 	single := 0
 	for _, n := range sizes {
-		if n >= e.singleMin {
+		if n >= e.shm.singleMin {
 			single++
 		}
 	}
 	if singleCopyExpected() {
-		for _, in := range e.ins {
+		for _, in := range e.shm.ins {
 			if !in.single {
 				return fmt.Errorf("rank %d cannot read rank %d's memory (process %d)", e.Rank(), in.peer, in.pid)
 			}
 		}
-		if got, want := e.singleIn.Load(), int64(single*(e.Size()-1)); got != want || want == 0 {
+		if got, want := e.shm.singleIn.Load(), int64(single*(e.Size()-1)); got != want || want == 0 {
 			return fmt.Errorf("rank %d copied %d messages out of its peers' memory, want %d", e.Rank(), got, want)
 		}
 	}

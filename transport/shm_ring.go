@@ -115,7 +115,7 @@ var (
 // writeMessage appends one message to o; the caller holds o.lock. It
 // returns how many records it published: more than zero with an error
 // means the message is half-written.
-func (e *Hybrid) writeMessage(ctx context.Context, o *ringOut, h *Header, payload []byte) (published int, err error) {
+func (e *shmEndpoint) writeMessage(ctx context.Context, o *ringOut, h *Header, payload []byte) (published int, err error) {
 	total, done := len(payload), 0
 	for {
 		n := min(e.chunk, total-done)
@@ -149,7 +149,7 @@ func (o *ringOut) publish(off, span int) {
 // reserve waits until a record of span bytes fits at the ring's tail
 // (padding out the lap's end first if it does not fit there) and returns
 // its offset. With failFast it gives up when the endpoint fails.
-func (e *Hybrid) reserve(ctx context.Context, o *ringOut, span int, failFast bool) (int, error) {
+func (e *shmEndpoint) reserve(ctx context.Context, o *ringOut, span int, failFast bool) (int, error) {
 	size := len(o.d)
 	off := int(o.tail % uint64(size))
 	if off+span > size {
@@ -171,7 +171,7 @@ func (o *ringOut) fits(span int) bool {
 
 // waitRoom waits until span more bytes fit in the ring; the caller holds
 // o.lock.
-func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bool) error {
+func (e *shmEndpoint) waitRoom(ctx context.Context, o *ringOut, span int, failFast bool) error {
 	if o.fits(span) {
 		return nil
 	}
@@ -189,7 +189,7 @@ func (e *Hybrid) waitRoom(ctx context.Context, o *ringOut, span int, failFast bo
 // then asking the consumer's drainer to empty the ring and sleeping until
 // the consumer frees room. With failFast it gives up when the endpoint
 // fails. It does not need o.lock.
-func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast bool) (uint64, error) {
+func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, failFast bool) (uint64, error) {
 	head := atomic.LoadUint64(o.ctl.head)
 	if head >= need {
 		return head, nil
@@ -238,7 +238,7 @@ func (e *Hybrid) waitHead(ctx context.Context, o *ringOut, need uint64, failFast
 // both send before they receive. And it summons the peer's drainer only
 // after singlePatience, sleeping until then (woken when the peer frees
 // the record), when it also drains its own rings fully.
-func (e *Hybrid) waitCopied(ctx context.Context, o *ringOut, need uint64, blocking bool) error {
+func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, blocking bool) error {
 	failed := e.mb.failedCh
 	start := time.Now()
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
@@ -292,13 +292,13 @@ const drainBudget = 64
 // messages straight into their receives' buffers, others into the
 // unexpected queue. The caller holds the poller role. It returns the
 // number of records consumed (and stopped streams released).
-func (e *Hybrid) drain() int { return e.drainUntil(nil) }
+func (e *shmEndpoint) drain() int { return e.drainUntil(nil) }
 
 // drainUntil is drain for a poller waiting for the receive until: once
 // until is done it starts no new message, so that a message nobody waits
 // for yet stays in its ring for a receive about to be posted (it would
 // otherwise be copied into a fresh buffer and again out of it).
-func (e *Hybrid) drainUntil(until *recvOp) int {
+func (e *shmEndpoint) drainUntil(until *recvOp) int {
 	failed := isClosed(e.mb.failedCh)
 	n := 0
 	for _, in := range e.ins {
@@ -310,7 +310,7 @@ func (e *Hybrid) drainUntil(until *recvOp) int {
 	return n
 }
 
-func (e *Hybrid) drainRing(in *ringIn, until *recvOp) int {
+func (e *shmEndpoint) drainRing(in *ringIn, until *recvOp) int {
 	if in.dead || in.bye {
 		return 0
 	}
@@ -369,7 +369,7 @@ func (e *Hybrid) drainRing(in *ringIn, until *recvOp) int {
 }
 
 // ready reports whether a pass of drain would find something to do.
-func (e *Hybrid) ready() bool {
+func (e *shmEndpoint) ready() bool {
 	for _, in := range e.ins {
 		if in.dead || in.bye {
 			continue
@@ -385,7 +385,7 @@ func (e *Hybrid) ready() bool {
 }
 
 // streaming reports whether some message is partly taken in.
-func (e *Hybrid) streaming() bool {
+func (e *shmEndpoint) streaming() bool {
 	for _, in := range e.ins {
 		if in.cur.active {
 			return true
@@ -396,7 +396,7 @@ func (e *Hybrid) streaming() bool {
 
 // producerWaiting reports whether a peer waits for room in a ring to this
 // rank.
-func (e *Hybrid) producerWaiting() bool {
+func (e *shmEndpoint) producerWaiting() bool {
 	for _, in := range e.ins {
 		if atomic.LoadUint32(in.ctl.waiting) == waitRoom {
 			return true
@@ -405,7 +405,7 @@ func (e *Hybrid) producerWaiting() bool {
 	return false
 }
 
-func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
+func (e *shmEndpoint) onFirst(in *ringIn, off, ln int) error {
 	if in.cur.active {
 		return fmt.Errorf("a message starts inside a %d-byte message", in.cur.total)
 	}
@@ -446,7 +446,7 @@ func (e *Hybrid) onFirst(in *ringIn, off, ln int) error {
 // releases the sender). While e.singleLazy is set it does neither for a
 // message nobody receives yet and reports leave: the record stays at the
 // ring's head, as a receive is likely about to be posted for it.
-func (e *Hybrid) onSingle(in *ringIn, off, ln int) (leave bool, err error) {
+func (e *shmEndpoint) onSingle(in *ringIn, off, ln int) (leave bool, err error) {
 	if in.cur.active {
 		return false, fmt.Errorf("a message starts inside a %d-byte message", in.cur.total)
 	}
@@ -517,7 +517,7 @@ func readPeerBuffer(pid int, addr uint64, total int) ([]byte, error) {
 	}
 }
 
-func (e *Hybrid) onMore(in *ringIn, off, ln int) error {
+func (e *shmEndpoint) onMore(in *ringIn, off, ln int) error {
 	s := &in.cur
 	if !s.active || ln == 0 || ln > s.total-s.got {
 		return fmt.Errorf("bad continuation record of %d bytes (message active %v, %d of %d bytes)", ln, s.active, s.got, s.total)
@@ -529,7 +529,7 @@ func (e *Hybrid) onMore(in *ringIn, off, ln int) error {
 // onPiece takes the next piece of the current message: into the claimed
 // receive's buffer, the in-flight buffer (switching to a receive that
 // claimed it meanwhile), or nowhere.
-func (e *Hybrid) onPiece(in *ringIn, piece []byte) {
+func (e *shmEndpoint) onPiece(in *ringIn, piece []byte) {
 	s := &in.cur
 	switch s.what {
 	case arriveDirect:
@@ -588,7 +588,7 @@ func appendGrow(data, p []byte, total int) []byte {
 // (its ctx ended, or the endpoint failed): what arrived so far moves to a
 // fresh buffer and the rest of the message is queued as if it had arrived
 // unexpected (or dropped if the endpoint failed).
-func (e *Hybrid) unclaim(in *ringIn) {
+func (e *shmEndpoint) unclaim(in *ringIn) {
 	s := &in.cur
 	r := s.r
 	if isClosed(e.mb.failedCh) {
@@ -603,7 +603,7 @@ func (e *Hybrid) unclaim(in *ringIn) {
 
 // dropStream ends the current message of a ring after the endpoint
 // failed: its receive or in-flight entry is released, the rest dropped.
-func (e *Hybrid) dropStream(in *ringIn) {
+func (e *shmEndpoint) dropStream(in *ringIn) {
 	s := &in.cur
 	switch s.what {
 	case arriveDirect:
@@ -619,9 +619,9 @@ func (e *Hybrid) dropStream(in *ringIn) {
 // ringBroken handles a ring that broke the record protocol, which only a
 // corrupted or hostile peer does: the peer counts as lost, as a TCP peer
 // sending a malformed frame does.
-func (e *Hybrid) ringBroken(in *ringIn, err error) {
+func (e *shmEndpoint) ringBroken(in *ringIn, err error) {
 	in.dead = true
-	e.t.connLost(e.t.conns[in.peer], fmt.Errorf("%w: shared-memory ring: %v", ErrPeerLost, err))
+	e.lost(in.peer, fmt.Errorf("%w: shared-memory ring: %v", ErrPeerLost, err))
 	if in.cur.active && in.cur.what != arriveDrop {
 		e.dropStream(in)
 	}

@@ -19,32 +19,6 @@ import (
 
 var errNoSHMHere = fmt.Errorf("the shared-memory transport is not available on %s", runtime.GOOS)
 
-// HostIdentity returns this machine's identity as ConnectHybrid compares
-// it: the host name and the kernel's boot id (where there is one), so
-// that two machines (or containers) that happen to share a name do not
-// pass for one host, and, on Linux, the network namespace when it is not
-// the machine's first, so that separate network stacks on one machine
-// (containers, simulated hosts) count as separate hosts too. Ranks with
-// the same identity are expected to share /dev/shm; if they do not,
-// mapping the segment fails and they fall back to TCP.
-func HostIdentity() string {
-	name, err := os.Hostname()
-	if err != nil {
-		name = "unknown-host"
-	}
-	id := name + "/" + strings.TrimSpace(bootID())
-	if ns := netNamespace(); ns != "" && ns != initialNetNamespace {
-		// Only a namespace other than the machine's first one is named, so
-		// that the identity of ordinary hosts stays as it was.
-		id += "/" + ns
-	}
-	return id
-}
-
-// initialNetNamespace is the network namespace the Linux kernel starts
-// with (PROC_NET_INIT_INO).
-const initialNetNamespace = "net:[4026531840]"
-
 func hashHex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
@@ -58,15 +32,36 @@ func segmentName(prefix, hostID string) string {
 	return "gocomm-" + hashHex(prefix + "\x00" + hostID)[:12] + "-" + hex.EncodeToString(nonce[:])
 }
 
-// setupSHM makes the shared-memory segment of the ranks local (sorted,
-// this rank among them) together with them, through the store: the
-// lowest creates the file and publishes its path, every other maps it and
+// newSHMEndpoint sets up the shared-memory segment of the ranks local
+// (sorted, this rank among them) together with them, through the store,
+// and returns the endpoint over it with its drainer running: the lowest
+// creates the file and publishes its path, every other maps it and
 // reports, the creator removes the file once all have mapped it (so that
 // nothing is left behind if processes die later) and announces the
-// verdict. A non-nil fallback (with a nil err) means the host's ranks
-// agreed to use TCP instead; err means the set-up itself failed (a store
-// error, ctx).
-func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, so SHMOptions, hook func(int) error) (fallback, err error) {
+// verdict. A non-nil fallback (with a nil endpoint and err) means the
+// host's ranks agreed to use TCP instead; err means the set-up itself
+// failed (a store error, ctx). mb is the mailbox the endpoint delivers
+// into (the TCP endpoint's), lost how it reports a peer that broke the
+// ring protocol or interrupted a message (see shmEndpoint).
+func newSHMEndpoint(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, so SHMOptions, hook func(int) error,
+	mb *mailbox, lost func(peer int, cause error)) (_ *shmEndpoint, fallback, err error) {
+	e := &shmEndpoint{
+		rank: o.Rank, size: o.Size, mb: mb, lost: lost,
+		out: make([]*ringOut, o.Size), in: make([]*ringIn, o.Size),
+		handoff: make(chan struct{}, 1), drainStop: make(chan struct{}),
+	}
+	fallback, err = e.setup(ctx, store, o, hostID, local, so, hook)
+	if fallback != nil || err != nil {
+		return nil, fallback, err
+	}
+	e.wg.Add(1)
+	go e.drainLoop()
+	return e, nil, nil
+}
+
+// setup is newSHMEndpoint's agreement with the other ranks of the host;
+// it maps the segment and attaches e to it, or says why not.
+func (e *shmEndpoint) setup(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, so SHMOptions, hook func(int) error) (fallback, err error) {
 	me := slices.Index(local, e.rank)
 	n := len(local)
 	if n > maxLocalRanks {
@@ -188,7 +183,7 @@ func (e *Hybrid) setupSHM(ctx context.Context, store AddrStore, o *TCPOptions, h
 // word into its consumer block, for peers to test whether they can copy
 // straight out of this process's memory (see recSingle). Every rank does
 // it before it reports the segment mapped, so all have when attach runs.
-func (e *Hybrid) advertise(mem []byte, l shmLayout, me int) {
+func (e *shmEndpoint) advertise(mem []byte, l shmLayout, me int) {
 	pid := os.Getpid()
 	e.probe = new(uint64)
 	*e.probe = probeValue(pid)
@@ -220,9 +215,9 @@ func canReadPeer(c consumerWords) (pid int, ok bool) {
 // attach builds the endpoint's rings over a mapped segment. It tells each
 // peer whether this rank can copy out of its memory (the ring's single
 // word), unless single copy is off here.
-func (e *Hybrid) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
+func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
 	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
-	e.mapRefs.Store(1) // Close's
+	e.mapRefs.Store(1) // close's
 	e.singleMin = max(so.SingleCopyBytes, 0)
 	e.me = consumerAt(mem, l.consBlock(me))
 	for k, p := range local {

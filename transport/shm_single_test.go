@@ -30,7 +30,7 @@ func TestSHMSingleCopy(t *testing.T) {
 		}
 		var got int64
 		for _, e := range ws {
-			got += e.singleIn.Load()
+			got += e.shm.singleIn.Load()
 		}
 		if got != wantSingle {
 			t.Fatalf("%d messages copied out of a peer's memory, want %d", got, wantSingle)
@@ -124,7 +124,7 @@ func TestSHMSingleCopy(t *testing.T) {
 func TestSHMSingleCopySendCancel(t *testing.T) {
 	ws := shmWorld(t, 2)
 	ctx := tctx(t)
-	ws[1].role.Store(1) // nobody drains rank 1's rings
+	ws[1].shm.role.Store(1) // nobody drains rank 1's rings
 	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
 	err := ws[0].Send(sctx, 1, Header{Seq: 1, Sig: sig(1)}, make([]byte, 1<<20))
@@ -134,7 +134,7 @@ func TestSHMSingleCopySendCancel(t *testing.T) {
 	if err := ws[0].mb.failed(); !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) {
 		t.Fatalf("endpoint after a cancelled single-copy send: %v", err)
 	}
-	ws[1].role.Store(0)
+	ws[1].shm.role.Store(0)
 	_, err = ws[1].Recv(ctx, 0, Header{Seq: 2, Sig: sig(1)}, nil)
 	var pe *PeerError
 	if !errors.Is(err, ErrPeerLost) || !errors.As(err, &pe) || pe.Peer != 0 {
@@ -149,9 +149,9 @@ func TestSHMSingleCopyBadAddress(t *testing.T) {
 	ws := shmWorld(t, 2)
 	ctx := tctx(t)
 	h := Header{Seq: 1, Sig: sig(1)}
-	o := ws[0].out[1]
+	o := ws[0].shm.out[1]
 	o.lock.lock(ctx, nil)
-	off, err := ws[0].reserve(ctx, o, recordSpan(8), true)
+	off, err := ws[0].shm.reserve(ctx, o, recordSpan(8), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestSHMStartSend(t *testing.T) {
 	if !bytes.Equal(bufs[0], payload(21, n)) || !bytes.Equal(bufs[1], payload(20, n)) {
 		t.Fatal("messages corrupted")
 	}
-	if ws[0].singleIn.Load() != 1 || ws[1].singleIn.Load() != 1 {
+	if ws[0].shm.singleIn.Load() != 1 || ws[1].shm.singleIn.Load() != 1 {
 		t.Fatal("not copied out of the senders' memory")
 	}
 	small := Header{Comm: 1, Seq: 2, Sig: sig(8)}
@@ -245,7 +245,7 @@ func TestSHMStartSend(t *testing.T) {
 	}
 
 	// Nobody receives; rank 0 closes while its send is started.
-	ws[1].role.Store(1)
+	ws[1].shm.role.Store(1)
 	finish := ws[0].StartSend(ctx, 1, Header{Comm: 1, Seq: 3, Sig: sig(n)}, make([]byte, n))
 	closed := make(chan error, 1)
 	go func() { closed <- ws[0].Close() }()
@@ -255,5 +255,5 @@ func TestSHMStartSend(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	ws[1].role.Store(0)
+	ws[1].shm.role.Store(0)
 }

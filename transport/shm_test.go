@@ -114,10 +114,10 @@ func shmWorldWith(t *testing.T, n int, so SHMOptions) []*Hybrid {
 // peer by hand: the first piece (with the header) or a later one.
 func publishPiece(t *testing.T, e *Hybrid, peer int, h Header, total int, piece []byte, first bool) {
 	t.Helper()
-	o := e.out[peer]
+	o := e.shm.out[peer]
 	o.lock.lock(context.Background(), nil)
 	defer o.lock.unlock()
-	off, err := e.reserve(tctx(t), o, recordSpan(len(piece)), true)
+	off, err := e.shm.reserve(tctx(t), o, recordSpan(len(piece)), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestHybridRoutes(t *testing.T) {
 func TestSHMSendCancel(t *testing.T) {
 	ws := shmWorldWith(t, 2, SHMOptions{SingleCopyBytes: -1}) // through the ring
 	ctx := tctx(t)
-	ws[1].role.Store(1) // nobody drains rank 1's rings
+	ws[1].shm.role.Store(1) // nobody drains rank 1's rings
 	h := Header{Seq: 1, Sig: sig(1)}
 	for i := 0; ; i++ {
 		sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -256,7 +256,7 @@ func TestSHMSendCancel(t *testing.T) {
 		t.Fatalf("endpoint failed after a clean cancel: %v", err)
 	}
 	// Empty the ring, then leave a message half-written.
-	ws[1].role.Store(0)
+	ws[1].shm.role.Store(0)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		_, err := ws[1].Recv(rctx, 0, h, make([]byte, 16<<10))
@@ -265,7 +265,7 @@ func TestSHMSendCancel(t *testing.T) {
 			break
 		}
 	}
-	ws[1].role.Store(1)
+	ws[1].shm.role.Store(1)
 	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	err := ws[0].Send(sctx, 1, h, make([]byte, 200<<10))
@@ -276,7 +276,7 @@ func TestSHMSendCancel(t *testing.T) {
 	if err := ws[0].mb.failed(); !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) {
 		t.Fatalf("endpoint after a half-written send: %v", err)
 	}
-	ws[1].role.Store(0)
+	ws[1].shm.role.Store(0)
 	_, err = ws[1].Recv(ctx, 0, Header{Seq: 2, Sig: sig(1)}, nil)
 	var pe *PeerError
 	if !errors.Is(err, ErrPeerLost) || !errors.As(err, &pe) || pe.Peer != 0 {
@@ -353,9 +353,9 @@ func TestSHMLateRecvTakesOverMessage(t *testing.T) {
 func TestSHMBadRecord(t *testing.T) {
 	ws := shmWorld(t, 2)
 	ctx := tctx(t)
-	o := ws[0].out[1]
+	o := ws[0].shm.out[1]
 	o.lock.lock(ctx, nil)
-	off, err := ws[0].reserve(ctx, o, recHeader, true)
+	off, err := ws[0].shm.reserve(ctx, o, recHeader, true)
 	if err != nil {
 		t.Fatal(err)
 	}

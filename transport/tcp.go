@@ -403,6 +403,20 @@ func (t *TCP) connLost(c *tcpConn, cause error) {
 	c.conn.Close()
 }
 
+// peerLost aborts the endpoint because peer broke off outside the
+// connection (cause wraps ErrPeerLost; see connLost), for an endpoint that
+// shares this one's mailbox and moves some of peer's messages itself.
+func (t *TCP) peerLost(peer int, cause error) { t.connLost(t.conns[peer], cause) }
+
+// mailbox returns the mailbox the endpoint delivers into, for an
+// endpoint that moves some peers' messages itself and delivers them into
+// the same one (so that receives match across both, and fail together).
+func (t *TCP) mailbox() *mailbox { return t.mb }
+
+// noReadSpin turns off polling an empty socket before sleeping
+// (TCPOptions.ReadSpin), for ranks that outnumber the host's cores.
+func (t *TCP) noReadSpin() { t.readSpin.Store(0) }
+
 func (t *TCP) isClosing() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
