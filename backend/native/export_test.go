@@ -1,13 +1,16 @@
 package native
 
 import (
+	"slices"
+
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 )
 
 // Sizes at which the engine changes what it does, for the tests of package
-// native_test (which may import the conformance suite).
-var EngineThresholds = []int{smallMessage, largeMessage, pipelineChunk, lazyMinBytes, inlineSendBytes}
+// native_test (which may import the conformance suite): the cost model's
+// (algo.Thresholds) and the engine's own.
+var EngineThresholds = append(slices.Clone(algo.Thresholds), lazyMinBytes, inlineSendBytes)
 
 // FlatChoice is the cost model's choice for req on rank of a communicator of
 // size ranks.

@@ -1,0 +1,128 @@
+package native
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/transport"
+)
+
+// collective runs one collective: choose the algorithm, lay out the
+// buffers of req as its plan expects them (layouts), build the plan, run
+// it, and copy the result where the caller wants it.
+func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
+	a := c.choose(req)
+	if a == algo.Hierarchical || (a == algo.Auto && hierarchicalKind(req.Kind)) {
+		done, err := c.hierarchical(ctx, req)
+		if done || err != nil {
+			return err
+		}
+		// One host (or no topology): the flat cost model.
+		a = c.flatChoice(req)
+	}
+	req.Used = a
+	l, ok := layouts[req.Kind]
+	if !ok {
+		return c.opError(req, fmt.Errorf("comm: the native backend has no operation %v", req.Kind))
+	}
+	e := c.newExecution(req, a)
+	defer e.release()
+	t := temps{pool: &c.root().pool}
+	defer t.release()
+	l.prepare(c, e, req, &t)
+	plan, err := c.plan(req, a)
+	if err != nil {
+		return c.opError(req, err)
+	}
+	if err := e.run(ctx, plan); err != nil {
+		return err
+	}
+	if err := l.finish(c, e, req); err != nil {
+		return c.opError(req, err)
+	}
+	return nil
+}
+
+// opError is err as the failure of req on this rank, no peer to blame.
+func (c *Comm) opError(req *backend.Request, err error) error {
+	return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+}
+
+// hierarchical runs req as a hierarchical collective if c's topology makes
+// that useful (done), else leaves it to the flat schedules.
+func (c *Comm) hierarchical(ctx context.Context, req *backend.Request) (done bool, err error) {
+	t, err := c.topo(ctx)
+	if err != nil {
+		return false, c.opError(req, err)
+	}
+	if t == nil || !t.useful || !hierarchicalKind(req.Kind) {
+		return false, nil
+	}
+	req.Used = algo.Hierarchical
+	if req.Kind == backend.KindAllReduce {
+		return true, c.hierarchicalAllReduce(ctx, t, req)
+	}
+	return true, c.hierarchicalBroadcast(ctx, t, req)
+}
+
+// choose resolves req.Algorithm: a forced algorithm wins, then the
+// configured override for the kind, then the cost model.
+func (c *Comm) choose(req *backend.Request) algo.Algorithm {
+	if req.Algorithm != algo.Auto {
+		return req.Algorithm
+	}
+	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto {
+		return a
+	}
+	if hierarchicalKind(req.Kind) && c.maybeHierarchical() {
+		return algo.Auto // collective asks the topology
+	}
+	return c.flatChoice(req)
+}
+
+// flatChoice is the choice among schedules over the whole communicator: a
+// forced or configured flat algorithm, else the cost model (algo.Choose),
+// which also sets req.Chunk for pipelined schedules if the caller did not.
+func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
+	if req.Algorithm != algo.Auto && req.Algorithm != algo.Hierarchical {
+		return req.Algorithm
+	}
+	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto && a != algo.Hierarchical {
+		return a
+	}
+	a, chunk := algo.Choose(req.Kind, c.size, costBytes(req), req.DType.Size())
+	if req.Chunk == 0 {
+		req.Chunk = chunk
+	}
+	return a
+}
+
+// costBytes is the message size the cost model sees (algo.MessageBytes):
+// only from arguments all ranks share, never the buffers that only the
+// root passes.
+func costBytes(req *backend.Request) int {
+	return algo.MessageBytes(req.Kind, req.DType.Size(), req.Counts, len(req.Send), len(req.Recv))
+}
+
+// hierarchicalKind reports whether the engine has a hierarchical form of k.
+func hierarchicalKind(k backend.Kind) bool {
+	return k == backend.KindAllReduce || k == backend.KindBroadcast
+}
+
+// maybeHierarchical reports whether c's endpoint can tell hosts apart and
+// c spans several of them (the topology decides the rest).
+func (c *Comm) maybeHierarchical() bool {
+	ht, ok := c.ep.(transport.HostTopology)
+	if !ok || c.size < 3 {
+		return false
+	}
+	first := ht.HostOf(c.members[0])
+	for _, w := range c.members[1:] {
+		if ht.HostOf(w) != first {
+			return true
+		}
+	}
+	return false
+}
