@@ -107,7 +107,7 @@ type Comm struct {
 	// ownStore is set when Init created the store (it closes it).
 	ownStore bool
 
-	// prof is the comms logger (profile.go), shared by a world and its
+	// prof is the comms logger (profiler.go), shared by a world and its
 	// groups; nil when it is off.
 	prof *profiler
 

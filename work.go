@@ -2,52 +2,12 @@ package comm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
 )
-
-// Errors returned by gocomm, matched with errors.Is. Failures of an
-// operation come wrapped in an *OpError that names the operation, the rank,
-// the peer and the sequence number.
-var (
-	// ErrClosed: the communicator (or its world) was closed.
-	ErrClosed = transport.ErrClosed
-	// ErrAborted: an earlier failure, on this rank or another, aborted the
-	// world; the chain holds the cause.
-	ErrAborted = transport.ErrAborted
-	// ErrPeerLost: a peer died or its connection broke.
-	ErrPeerLost = transport.ErrPeerLost
-	// ErrPeerClosed: a peer closed its communicator while this rank needed it.
-	ErrPeerClosed = transport.ErrPeerClosed
-	// ErrMismatch: ranks called different collectives (or the same one with
-	// different counts, roots, types or ops) at the same point.
-	ErrMismatch = transport.ErrMismatch
-	// ErrLength: a message's length differs from what this rank expected
-	// (split sizes or counts that disagree across ranks).
-	ErrLength = transport.ErrLength
-	// ErrBarrierTimeout: some ranks did not reach a MonitoredBarrier in time.
-	ErrBarrierTimeout = backend.ErrBarrierTimeout
-	// ErrInvalid: an argument is wrong (length, root, rank, op for the type,
-	// counts); the message says what to fix. Returned before anything is
-	// sent.
-	ErrInvalid = errors.New("comm: invalid argument")
-	// ErrNotMember: this rank is not a member of the group it used.
-	ErrNotMember = errors.New("comm: this rank is not a member of the group")
-)
-
-// OpError is the error of a failed operation.
-type OpError = backend.OpError
-
-// MismatchError reports a collective called differently across ranks.
-type MismatchError = transport.MismatchError
-
-// BarrierError names the ranks that missed a MonitoredBarrier.
-type BarrierError = backend.BarrierError
 
 // AnySource as the source of Recv receives from whichever rank sends first.
 const AnySource = -1
@@ -71,7 +31,7 @@ type Work struct {
 	// back when a sync call has finished with them. A Work handed to the
 	// caller by a Start function never returns to a pool.
 	pooled bool
-	// The comms logger's timing of this operation (profile.go); prof is
+	// The comms logger's timing of this operation (profiler.go); prof is
 	// nil when it is not profiled.
 	prof      *profiler
 	profOp    string
@@ -219,7 +179,7 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 	w := works.Get().(*Work)
 	*w = Work{req: req, source: -1, pending: true, c: c, ctx: ctx, pooled: true}
-	// The comms logger (profile.go): one branch when it is off.
+	// The comms logger (profiler.go): one branch when it is off.
 	if p := c.prof; profileHook && p != nil {
 		p.instrument(ctx, req, w)
 	}
