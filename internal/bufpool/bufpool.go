@@ -1,6 +1,3 @@
-// Package bufpool recycles large temporary buffers by power-of-two size
-// class, for the native engine's work and scratch buffers and the
-// transports' buffers of unexpected messages.
 package bufpool
 
 import (

@@ -1,0 +1,21 @@
+// Package native is gocomm's default backend: it runs the pure schedules
+// of package algo over a transport.Endpoint (shared memory between the
+// ranks of one host, TCP between hosts, or in-process for tests). It
+// registers itself with package backend under the name "native".
+//
+// Data flow. Driver.Open connects the transport through the rendezvous
+// store in backend.Config and returns the world Comm. For each
+// backend.Request, Comm chooses an algorithm (the cost model, or the
+// Config's overrides), lays the caller's buffers out as the plan's Work and
+// scratch expect (layout.go; an out-of-place input is copied lazily,
+// lazy.go), builds or reuses the rank's algo.Plan (plans.go), and runs its
+// steps (engine.go): sends and receives go to the transport, reductions to
+// internal/kernel, and the result is copied where the caller wants it.
+// Collectives on communicators that span hosts can run hierarchically
+// (hier.go): inside each host first, then among the hosts' leaders.
+// Buffers the engine allocates come from internal/bufpool.
+//
+// Who may import it: the root package comm (which imports it for its
+// registration) and tests. It imports backend, algo, transport, core and
+// the internal kernels and pools; never backend/mpi or the root.
+package native

@@ -1,0 +1,44 @@
+// Command train is data-parallel training with gocomm: a multi-layer
+// perceptron (two hidden layers of 512 tanh units: 273,412 parameters, a
+// gradient of 1.04 MiB) learns a synthetic classification problem that
+// every rank generates deterministically, each rank on its shard, with the
+// gradients averaged by an all-reduce every step.
+//
+// -optim picks the optimizer: sgd (the default, momentum 0.9), adam, or
+// onebitadam, DeepSpeed's 1-bit Adam (package optim): -freeze-step steps of
+// exact Adam, then the momentum averaged by the 1-bit compressed
+// all-reduce. With the profiler on (the default) rank 0 prints the bytes
+// each stage sent per step, from the comms logger's records:
+//
+//	go run ./examples/train -optim adam
+//	go run ./examples/train -optim onebitadam -freeze-step 40
+//
+// Run it as is and it starts 4 ranks of itself on this host (TCP store on
+// 127.0.0.1, native backend):
+//
+//	go run ./examples/train
+//
+// The same binary runs unchanged under a launcher, which then decides the
+// number of ranks:
+//
+//	go build -o train ./examples/train
+//	commrun -n 4 -- ./train
+//	mpirun -np 4 ./train
+//	torchrun --nproc_per_node 2 --no_python ./train
+//
+// Rank 0 prints a line per epoch (loss, accuracy, samples/s), checks that
+// every rank ends with the same parameters, prints a table of the time spent
+// in collectives and a final line with a checksum of the parameters, equal
+// for runs with the same world size and flags under any launcher.
+//
+// The comms logger takes its configuration from GOCOMM_PROFILE (and the
+// other GOCOMM_PROFILE_* variables) when they are set, a DeepSpeed
+// comms_logger block for instance; -profile and -trace-dir, when given,
+// override them:
+//
+//	GOCOMM_PROFILE='{"enabled": true, "prof_all": false, "prof_ops": ["all_reduce"]}' go run ./examples/train
+//
+// Who may import it: nobody (a program). It uses the public package comm,
+// package optim and package launch (to start its own ranks), as a user's
+// program would.
+package main
