@@ -7,9 +7,9 @@ import (
 
 // LauncherFreeEnv is this process's environment without any launcher's
 // variables (torchrun's, Open MPI's, MPICH's, SLURM's) or the meeting
-// place, so that a child started with it is placed only by what the test
-// adds.
-func LauncherFreeEnv() []string {
+// place, followed by extra, so that a child started with it is placed only
+// by what the test adds.
+func LauncherFreeEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -22,5 +22,5 @@ func LauncherFreeEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	return append(env, extra...)
 }
