@@ -194,6 +194,31 @@ type SelfBootstrapping interface {
 	OwnBootstrap() bool
 }
 
+// Bootstrapper is implemented by drivers that can introduce the ranks of a
+// job to each other by themselves, for another backend's rendezvous: under
+// an MPI launcher on several hosts with no meeting place configured,
+// comm.Init asks the driver registered as "mpi" where rank 0's TCP store
+// will be.
+type Bootstrapper interface {
+	// Available reports whether Bootstrap can work in this build (false
+	// for a stub built without the library it needs).
+	Available() bool
+	// Bootstrap is called by every rank of the job; rank 0 picks a free
+	// TCP port (on listenHost, or on every interface when it is "") and
+	// every rank returns the same MasterAddr and MasterPort. It returns
+	// when every rank has the address, ctx is done, or it fails.
+	Bootstrap(ctx context.Context, listenHost string) (BootstrapInfo, error)
+}
+
+// BootstrapInfo is what a Bootstrapper learns: this process's place in the
+// job and the TCP address rank 0 chose for the rendezvous store.
+type BootstrapInfo struct {
+	Rank, Size           int    // in the job (MPI_COMM_WORLD)
+	LocalRank, LocalSize int    // among the ranks sharing this host
+	MasterAddr           string // host of rank 0, as rank 0 named it
+	MasterPort           int    // a port that was free on rank 0 a moment ago
+}
+
 // LocalInfo is implemented by communicators that know this host's share of
 // the world better than the environment does.
 type LocalInfo interface {

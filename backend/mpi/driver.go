@@ -26,9 +26,22 @@ func init() {
 }
 
 var (
-	_ backend.Driver = Driver{}
-	_ backend.Comm   = (*Comm)(nil)
+	_ backend.Driver       = Driver{}
+	_ backend.Bootstrapper = Driver{}
+	_ backend.Comm         = (*Comm)(nil)
 )
+
+// Available reports that this build has MPI: the driver is a
+// backend.Bootstrapper comm.Init can use.
+func (Driver) Available() bool { return Available() }
+
+// Bootstrap is the package's Bootstrap, for comm.Init through
+// backend.Bootstrapper: every rank of MPI_COMM_WORLD calls it and learns
+// where rank 0's TCP store will be.
+func (Driver) Bootstrap(ctx context.Context, listenHost string) (backend.BootstrapInfo, error) {
+	info, err := Bootstrap(ctx, listenHost)
+	return backend.BootstrapInfo(info), err
+}
 
 // Bounds on MPI_Finalize when the world closes: a healthy world waits for
 // every rank to close too (up to the configured timeout); a failed one

@@ -23,4 +23,17 @@ func TestStubSaysHowToBuild(t *testing.T) {
 	if _, err := mpi.Bootstrap(context.Background(), ""); !errors.Is(err, mpi.ErrUnavailable) {
 		t.Errorf("Bootstrap: got %v, want ErrUnavailable", err)
 	}
+	// comm.Init finds the bootstrap through the registry: the stub is
+	// there, and says it cannot.
+	d, _ := backend.Lookup(mpi.Name)
+	b, ok := d.(backend.Bootstrapper)
+	if !ok {
+		t.Fatalf("the %q driver (%T) is not a backend.Bootstrapper", mpi.Name, d)
+	}
+	if b.Available() {
+		t.Error("the stub's Available() is true")
+	}
+	if _, err := b.Bootstrap(context.Background(), ""); !errors.Is(err, mpi.ErrUnavailable) {
+		t.Errorf("Driver.Bootstrap: got %v, want ErrUnavailable", err)
+	}
 }
