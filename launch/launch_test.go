@@ -13,18 +13,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // The tests run this test binary as the ranks (the helper-process pattern):
 // roleEnv names what a rank does.
 const roleEnv = "LAUNCH_TEST_ROLE"
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		os.Exit(helper(role))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.Main(m, roleEnv, helper) }
 
 func helper(role string) int {
 	rank := os.Getenv("RANK")
@@ -88,48 +85,12 @@ func helper(role string) int {
 	return 99
 }
 
-// lockedBuffer is an io.Writer the test can read while ranks write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// cleanEnv is this process's environment without any launcher's variables.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"), strings.HasPrefix(k, "SLURM_"),
-			strings.HasPrefix(k, "TORCHELASTIC_"), strings.HasPrefix(k, "MPI_LOCAL"), k == roleEnv:
-			continue
-		case k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE", k == "MASTER_ADDR",
-			k == "MASTER_PORT", k == "GOCOMM_INIT_METHOD":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
-
-func helperConfig(role string, n int, out *lockedBuffer) Config {
+func helperConfig(role string, n int, out *testkit.LockedBuffer) Config {
 	return Config{
 		NProcs:    n,
 		Program:   os.Args[0],
 		Args:      []string{"-test.run=^$"},
-		Env:       cleanEnv(roleEnv+"="+role, "TORCHELASTIC_USE_AGENT_STORE=True"),
+		Env:       testkit.LauncherFreeEnv(roleEnv+"="+role, "TORCHELASTIC_USE_AGENT_STORE=True"),
 		Stdout:    out,
 		Stderr:    out,
 		KillGrace: 2 * time.Second,
@@ -155,7 +116,7 @@ func runJob(t *testing.T, cfg Config) (*JobError, time.Duration) {
 }
 
 func TestRunSetsTheContractAndPrefixesOutput(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("print", 3, &out)
 	cfg.MasterPort = 4321
 	if je, _ := runJob(t, cfg); je != nil {
@@ -182,7 +143,7 @@ func TestRunSetsTheContractAndPrefixesOutput(t *testing.T) {
 }
 
 func TestRunPicksAFreePortOnOneHost(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	if je, _ := runJob(t, helperConfig("print", 1, &out)); je != nil {
 		t.Fatal(je)
 	}
@@ -192,7 +153,7 @@ func TestRunPicksAFreePortOnOneHost(t *testing.T) {
 }
 
 func TestRunOneNodeOfSeveral(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("print", 2, &out)
 	cfg.NNodes, cfg.NodeRank, cfg.MasterAddr = 3, 1, "node0.example"
 	if je, _ := runJob(t, cfg); je != nil {
@@ -219,7 +180,7 @@ func TestRunUnevenNodes(t *testing.T) {
 		{1, []string{"[2] rank 2 of 5 local 0/1 group 1/3"}},
 		{2, []string{"[3] rank 3 of 5 local 0/2 group 2/3", "[4] rank 4 of 5 local 1/2 group 2/3"}},
 	} {
-		var out lockedBuffer
+		var out testkit.LockedBuffer
 		cfg := helperConfig("print", 0, &out)
 		cfg.NProcsPerNode, cfg.NodeRank, cfg.MasterAddr = []int{2, 1, 2}, tt.node, "node0.example"
 		if je, _ := runJob(t, cfg); je != nil {
@@ -234,7 +195,7 @@ func TestRunUnevenNodes(t *testing.T) {
 }
 
 func TestRunStopsTheOthersWhenOneFails(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	je, d := runJob(t, helperConfig("fail", 3, &out))
 	if je == nil {
 		t.Fatalf("job succeeded:\n%s", out.String())
@@ -260,7 +221,7 @@ func TestRunStopsTheOthersWhenOneFails(t *testing.T) {
 }
 
 func TestRunTimeout(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("sleep", 2, &out)
 	// Long enough for the ranks to start and print under -race on a busy
 	// machine, so that the summary has their last lines to show.
@@ -278,7 +239,7 @@ func TestRunTimeout(t *testing.T) {
 }
 
 func TestRunForwardsSignals(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("graceful", 3, &out)
 	sigs := make(chan os.Signal, 1)
 	cfg.Signals = sigs
@@ -307,7 +268,7 @@ func TestRunForwardsSignals(t *testing.T) {
 }
 
 func TestRunKillsRanksThatIgnoreSIGTERM(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("stubborn", 2, &out)
 	cfg.KillGrace = 300 * time.Millisecond
 	je, d := runJob(t, cfg)
@@ -323,7 +284,7 @@ func TestRunKillsRanksThatIgnoreSIGTERM(t *testing.T) {
 }
 
 func TestRunProgramNotFound(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("print", 2, &out)
 	cfg.Program = "/nonexistent/program"
 	je, _ := runJob(t, cfg)
@@ -333,7 +294,7 @@ func TestRunProgramNotFound(t *testing.T) {
 }
 
 func TestRunContextCanceled(t *testing.T) {
-	var out lockedBuffer
+	var out testkit.LockedBuffer
 	cfg := helperConfig("sleep", 1, &out)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -387,7 +348,7 @@ func TestMainCommandLine(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(roleEnv, tt.role)
-			var out lockedBuffer
+			var out testkit.LockedBuffer
 			status := Main(context.Background(), tt.args, &out, &out, nil)
 			if status != tt.status || !strings.Contains(out.String(), tt.want) {
 				t.Errorf("status %d, want %d; output lacks %q:\n%s", status, tt.status, tt.want, out.String())
@@ -419,7 +380,7 @@ func TestSpawn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = cleanEnv(roleEnv + "=spawn")
+	cmd.Env = testkit.LauncherFreeEnv(roleEnv + "=spawn")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -435,7 +396,7 @@ func TestSpawn(t *testing.T) {
 
 	// A failing child fails the parent, naming the rank.
 	cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = cleanEnv(roleEnv+"=spawn", "SPAWN_FAIL_RANK=2")
+	cmd.Env = testkit.LauncherFreeEnv(roleEnv+"=spawn", "SPAWN_FAIL_RANK=2")
 	out, err = cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "rank 2 failed first") || !strings.Contains(string(out), "exit status 4") {
 		t.Errorf("err %v, output:\n%s", err, out)
