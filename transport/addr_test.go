@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/rendezvous"
 )
 
 func TestMatchInterface(t *testing.T) {
@@ -126,7 +128,7 @@ func TestReachableAddress(t *testing.T) {
 // already published as addr0, and returns its error and how long it took.
 func connectAs(t *testing.T, rank, size int, addr0 string, timeout time.Duration, tweak func(*TCPOptions)) (error, time.Duration) {
 	t.Helper()
-	store := newMemStore()
+	store := rendezvous.NewMemStore()
 	o := TCPOptions{Rank: rank, Size: size, Prefix: "job", ListenHost: "127.0.0.1", HandshakeTimeout: 2 * time.Second}
 	if tweak != nil {
 		tweak(&o)

@@ -8,50 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/rendezvous"
 )
-
-// memStore is an in-memory AddrStore for tests.
-type memStore struct {
-	mu      sync.Mutex // protects following
-	values  map[string][]byte
-	waiters map[string]chan struct{} // closed when the key is set
-}
-
-func newMemStore() *memStore {
-	return &memStore{values: make(map[string][]byte), waiters: make(map[string]chan struct{})}
-}
-
-func (s *memStore) Set(ctx context.Context, key string, value []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.values[key] = append([]byte(nil), value...)
-	if w, ok := s.waiters[key]; ok {
-		close(w)
-		delete(s.waiters, key)
-	}
-	return nil
-}
-
-func (s *memStore) Get(ctx context.Context, key string) ([]byte, error) {
-	for {
-		s.mu.Lock()
-		if v, ok := s.values[key]; ok {
-			s.mu.Unlock()
-			return v, nil
-		}
-		w, ok := s.waiters[key]
-		if !ok {
-			w = make(chan struct{})
-			s.waiters[key] = w
-		}
-		s.mu.Unlock()
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
 
 // worldConfig tunes a test world.
 type worldConfig struct {
@@ -103,7 +62,7 @@ func buildTCP(t testing.TB, n int, cfg worldConfig) []Endpoint {
 // connectTCPWorld connects n TCP endpoints over 127.0.0.1 through an
 // in-memory store; tweak adjusts each rank's options.
 func connectTCPWorld(n int, tweak func(*TCPOptions)) ([]*TCP, error) {
-	return connectWorld(n, func(ctx context.Context, store *memStore, r int) (*TCP, error) {
+	return connectWorld(n, func(ctx context.Context, store *rendezvous.MemStore, r int) (*TCP, error) {
 		o := TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}
 		if tweak != nil {
 			tweak(&o)
@@ -114,10 +73,10 @@ func connectTCPWorld(n int, tweak func(*TCPOptions)) ([]*TCP, error) {
 
 // connectWorld connects the n ranks of a world at once through one
 // in-memory store; on any failure it closes the endpoints that connected.
-func connectWorld[E Endpoint](n int, connect func(ctx context.Context, store *memStore, rank int) (E, error)) ([]E, error) {
+func connectWorld[E Endpoint](n int, connect func(ctx context.Context, store *rendezvous.MemStore, rank int) (E, error)) ([]E, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	store := newMemStore()
+	store := rendezvous.NewMemStore()
 	eps := make([]E, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

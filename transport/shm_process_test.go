@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -38,26 +39,9 @@ const (
 type child struct {
 	rank int
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *testkit.LockedBuffer
 	// ready receives once the child printed READY.
 	ready chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startRanks starts size rank processes doing role, meeting through a
@@ -86,7 +70,7 @@ func startRanksFrom(t testing.TB, role string, first, size int, mode string) (pr
 		cmd.Env = append(os.Environ(),
 			childVar+"="+role, storeVar+"="+storePath, rankVar+"="+strconv.Itoa(r),
 			sizeVar+"="+strconv.Itoa(size), prefixVar+"="+prefix, modeVar+"="+mode)
-		k := &child{rank: r, cmd: cmd, out: &lockedBuffer{}, ready: make(chan struct{})}
+		k := &child{rank: r, cmd: cmd, out: &testkit.LockedBuffer{}, ready: make(chan struct{})}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/rendezvous"
 )
 
 // requireSHM skips t where this build has no shared-memory transport
@@ -69,7 +71,7 @@ func buildHybridWorld(t testing.TB, n int, cfg worldConfig, mode TransportMode, 
 // connectHybridWorld connects n Hybrid endpoints through an in-memory
 // store; tweak adjusts each rank's options.
 func connectHybridWorld(n int, tweak func(*HybridOptions)) ([]*Hybrid, error) {
-	return connectWorld(n, func(ctx context.Context, store *memStore, r int) (*Hybrid, error) {
+	return connectWorld(n, func(ctx context.Context, store *rendezvous.MemStore, r int) (*Hybrid, error) {
 		o := HybridOptions{TCPOptions: TCPOptions{Rank: r, Size: n, Secret: []byte("s3cret"), CloseTimeout: time.Second}}
 		if tweak != nil {
 			tweak(&o)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/rendezvous"
 )
 
 func dialStray(t *testing.T, addr []byte) net.Conn {
@@ -41,7 +43,7 @@ func expectRefused(t *testing.T, refused <-chan error, what string) {
 func TestHandshakeRefusesStrays(t *testing.T) {
 	const n = 3
 	ctx := tctx(t)
-	store := newMemStore()
+	store := rendezvous.NewMemStore()
 	refused := make(chan error, 16)
 	accepted := make(chan int, n)
 	eps := make([]*TCP, n)
@@ -146,7 +148,7 @@ func TestHandshakeRefusesStrays(t *testing.T) {
 func TestConnectNamesMissingRanks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := ConnectTCP(ctx, newMemStore(), TCPOptions{Rank: 0, Size: 3})
+	_, err := ConnectTCP(ctx, rendezvous.NewMemStore(), TCPOptions{Rank: 0, Size: 3})
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ranks [1 2] never connected") {
 		t.Fatalf("got %v", err)
 	}
@@ -169,7 +171,7 @@ func TestConnectWrongSecret(t *testing.T) {
 func connectTCPWorldCtx(d time.Duration, n int, tweak func(*TCPOptions)) ([]*TCP, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	store := newMemStore()
+	store := rendezvous.NewMemStore()
 	eps := make([]*TCP, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
