@@ -23,8 +23,8 @@ import (
 const DefaultTimeout = 30 * time.Minute
 
 // Options configures Init. The zero value works: everything unset is taken
-// from the environment (see env.go), and with no environment the world is
-// this process alone.
+// from the environment (see package env), and with no environment the
+// world is this process alone.
 type Options struct {
 	// Rank and Size of this process in the world. Size 0 means "from the
 	// environment"; when Size is set, Rank must be too.
@@ -128,8 +128,9 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	defer cancel()
 	store, own := opts.Store, false
 	if store == nil && cfg.size > 1 && !cfg.ownBootstrap {
-		// The meeting place of env.go: rank 0's TCP store, torchrun's
-		// agent store (namespaced per restart attempt) or a file store.
+		// The meeting place package env chose: rank 0's TCP store,
+		// torchrun's agent store (namespaced per restart attempt) or a
+		// file store.
 		if store, err = cfg.openStore(ctx); err != nil {
 			return nil, err
 		}
