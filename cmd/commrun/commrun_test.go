@@ -9,13 +9,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // These tests build the real commrun and run this test binary under it as
@@ -23,18 +22,9 @@ import (
 const roleEnv = "COMMRUN_TEST_ROLE"
 
 func TestMain(m *testing.M) {
-	if role := os.Getenv(roleEnv); role != "" {
-		if err := rankMain(role); err != nil {
-			fmt.Fprintf(os.Stderr, "rank %s: %v\n", os.Getenv("RANK"), err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	code := m.Run()
-	if commrun != "" {
-		os.RemoveAll(filepath.Dir(commrun))
-	}
-	os.Exit(code)
+	testkit.Main(m, roleEnv, func(role string) int {
+		return testkit.Status("rank "+os.Getenv("RANK"), rankMain(role))
+	}, commrun.Remove)
 }
 
 func rankMain(role string) error {
@@ -86,49 +76,13 @@ func rankMain(role string) error {
 	return fmt.Errorf("unknown role %q", role)
 }
 
-var (
-	buildOnce sync.Once
-	commrun   string
-	buildErr  error
-)
+// commrun is the program under test.
+var commrun = testkit.Binary{Name: "commrun"}
 
 // buildCommrun builds cmd/commrun once for the tests.
 func buildCommrun(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "commrun-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		commrun = filepath.Join(dir, "commrun")
-		goCmd, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("building the binary under test needs the go command on PATH: %v", err)
-			return
-		}
-		out, err := exec.Command(goCmd, "build", "-o", commrun, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return commrun
-}
-
-// rankEnv is this environment without launcher variables, plus extra.
-func rankEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "OMPI_") || strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "SLURM_") || k == "RANK" || k == "WORLD_SIZE" {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
+	return commrun.Path(t)
 }
 
 func TestCommrunAllReduce(t *testing.T) {
@@ -136,7 +90,7 @@ func TestCommrunAllReduce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "-n", "3", "--timeout", "50s", "--", os.Args[0], "-test.run=^$")
-	cmd.Env = rankEnv(roleEnv + "=allreduce")
+	cmd.Env = testkit.LauncherFreeEnv(roleEnv + "=allreduce")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -146,21 +100,4 @@ func TestCommrunAllReduce(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // These tests kill a rank with SIGKILL and interrupt commrun with SIGINT:
@@ -48,9 +50,9 @@ func kill9(t *testing.T, ignoreTerm bool) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out syncBuffer
+	var out testkit.LockedBuffer
 	cmd := exec.CommandContext(ctx, bin, "-n", "4", "--timeout", "50s", "--kill-grace", "20s", "--", os.Args[0], "-test.run=^$")
-	cmd.Env = rankEnv(roleEnv+"=allreduce-loop", "COMMRUN_TEST_DIR="+dir)
+	cmd.Env = testkit.LauncherFreeEnv(roleEnv+"=allreduce-loop", "COMMRUN_TEST_DIR="+dir)
 	if ignoreTerm {
 		cmd.Env = append(cmd.Env, "COMMRUN_TEST_IGNORE_TERM=1")
 	}
@@ -120,9 +122,9 @@ func TestCommrunForwardsSIGINT(t *testing.T) {
 	bin := buildCommrun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var out syncBuffer
+	var out testkit.LockedBuffer
 	cmd := exec.CommandContext(ctx, bin, "-n", "2", "--", os.Args[0], "-test.run=^$")
-	cmd.Env = rankEnv(roleEnv + "=interrupt")
+	cmd.Env = testkit.LauncherFreeEnv(roleEnv + "=interrupt")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
