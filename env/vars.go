@@ -58,3 +58,18 @@ const (
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
 )
+
+// TorchVars returns the variables of the torchrun family (torchrun,
+// DeepSpeed, Kubeflow, commrun, Spawn): those Read takes the world from and
+// those torchrun and DeepSpeed set besides. A launcher that starts ranks
+// replaces all of them, so that an enclosing launcher's stale values are
+// not misread. The slice is new on every call; the caller owns it.
+func TorchVars() []string {
+	return []string{
+		EnvRank, EnvWorldSize, EnvLocalRank, EnvLocalWorldSize,
+		EnvGroupRank, EnvGroupWorldSize, EnvMasterAddr, EnvMasterPort,
+		EnvUseAgentStore, EnvRestartCount, EnvRunID,
+		"LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", // DeepSpeed's names
+		"ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_ERROR_FILE",
+	}
+}

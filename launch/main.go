@@ -80,7 +80,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	}
 	cfg.Stdout, cfg.Stderr, cfg.Signals = stdout, stderr, signals
 	if profiling || traceDir != "" {
-		cfg.Env = append(os.Environ(), "GOCOMM_PROFILE=1")
+		cfg.Env = append(os.Environ(), profile.EnvProfile+"=1")
 		if traceDir != "" {
 			abs, err := filepath.Abs(traceDir)
 			if err == nil {
@@ -91,7 +91,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 				return 2
 			}
 			traceDir = abs
-			cfg.Env = append(cfg.Env, "GOCOMM_TRACE_DIR="+abs)
+			cfg.Env = append(cfg.Env, profile.EnvTraceDir+"="+abs)
 		}
 	}
 	err := Run(ctx, cfg)

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/env"
 )
 
 // Defaults of Config.
@@ -164,40 +164,33 @@ func freePort(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// contractVars are replaced in every rank's environment; the stale ones
-// of an enclosing launcher would otherwise be misread.
-var contractVars = []string{
-	comm.EnvRank, comm.EnvWorldSize, comm.EnvLocalRank, comm.EnvLocalWorldSize,
-	comm.EnvGroupRank, comm.EnvGroupWorldSize, comm.EnvMasterAddr, comm.EnvMasterPort,
-	comm.EnvUseAgentStore, comm.EnvRestartCount, comm.EnvRunID,
-	"LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
-	"TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_ERROR_FILE",
-}
-
 // rankEnv is the environment of local rank l of this node.
 func (cfg *Config) rankEnv(l int) []string {
-	drop := make(map[string]bool, len(contractVars))
-	for _, v := range contractVars {
+	// The torchrun family's variables are replaced: the stale ones of an
+	// enclosing launcher would otherwise be misread.
+	stale := env.TorchVars()
+	drop := make(map[string]bool, len(stale))
+	for _, v := range stale {
 		drop[v] = true
 	}
-	env := make([]string, 0, len(cfg.Env)+8)
+	vars := make([]string, 0, len(cfg.Env)+8)
 	for _, kv := range cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
 		if !drop[k] {
-			env = append(env, kv)
+			vars = append(vars, kv)
 		}
 	}
 	itoa := strconv.Itoa
 	first, world := cfg.firstRank(), cfg.worldSize()
-	return append(env,
-		comm.EnvRank+"="+itoa(first+l),
-		comm.EnvWorldSize+"="+itoa(world),
-		comm.EnvLocalRank+"="+itoa(l),
-		comm.EnvLocalWorldSize+"="+itoa(cfg.NProcs),
-		comm.EnvGroupRank+"="+itoa(cfg.NodeRank),
-		comm.EnvGroupWorldSize+"="+itoa(cfg.NNodes),
-		comm.EnvMasterAddr+"="+cfg.MasterAddr,
-		comm.EnvMasterPort+"="+itoa(cfg.MasterPort),
+	return append(vars,
+		env.EnvRank+"="+itoa(first+l),
+		env.EnvWorldSize+"="+itoa(world),
+		env.EnvLocalRank+"="+itoa(l),
+		env.EnvLocalWorldSize+"="+itoa(cfg.NProcs),
+		env.EnvGroupRank+"="+itoa(cfg.NodeRank),
+		env.EnvGroupWorldSize+"="+itoa(cfg.NNodes),
+		env.EnvMasterAddr+"="+cfg.MasterAddr,
+		env.EnvMasterPort+"="+itoa(cfg.MasterPort),
 	)
 }
 

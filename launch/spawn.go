@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/env"
 )
 
 // Launched reports whether a launcher started this process as a rank:
@@ -16,8 +16,8 @@ import (
 // launcher family of the contract, even incompletely (comm.Init then says
 // what is missing).
 func Launched(getenv func(string) string) bool {
-	env, err := comm.ReadEnvironment(getenv)
-	return err != nil || env.Launcher != comm.LauncherNone
+	world, err := env.Read(getenv)
+	return err != nil || world.Launcher != env.LauncherNone
 }
 
 // Spawn makes the calling program a job of n ranks on this host when no
