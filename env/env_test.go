@@ -389,3 +389,33 @@ func TestReaderGetAndInt(t *testing.T) {
 		t.Errorf("zero Reader's Get = %q, want os.Getenv's v", got)
 	}
 }
+
+// A launcher that replaces TorchVars leaves nothing of an enclosing
+// torchrun or DeepSpeed launcher for Read to misread: the ranks it starts
+// read only what it sets.
+func TestTorchVarsCoverTheFamily(t *testing.T) {
+	enclosing := []string{"RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "LOCAL_SIZE=4", "LOCAL_WORLD_SIZE=4", "CROSS_RANK=1",
+		"GROUP_RANK=1", "MASTER_ADDR=10.1.1.1", "MASTER_PORT=29500", "TORCHELASTIC_USE_AGENT_STORE=True",
+		"TORCHELASTIC_RUN_ID=r", "TORCHELASTIC_RESTART_COUNT=3", "HOME=/root"}
+	drop := map[string]bool{}
+	for _, v := range TorchVars() {
+		drop[v] = true
+	}
+	var kept []string
+	for _, kv := range enclosing {
+		if k, _, _ := strings.Cut(kv, "="); !drop[k] {
+			kept = append(kept, kv)
+		}
+	}
+	if got, err := Read(envOf(kept...)); err != nil || got.Launcher != LauncherNone {
+		t.Errorf("after dropping TorchVars %v is read as %+v, %v; want no launcher", kept, got, err)
+	}
+	// The new launcher sets only the core variables: nothing stale shows.
+	got, err := Read(envOf(append(kept, "RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=1234")...))
+	want := Environment{Launcher: LauncherTorch, Size: 2, LocalSize: 2, NodeRank: -1,
+		Rendezvous: Rendezvous{Kind: RendezvousTCP, Addr: "127.0.0.1:1234", From: "MASTER_ADDR:MASTER_PORT"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, %v; want %+v", got, err, want)
+	}
+}
