@@ -107,21 +107,16 @@ func (c *Comm) prepare(req *backend.Request) (*started, error) {
 	if err := c.checkLengths(req, es); err != nil {
 		return nil, err
 	}
-	nints := 0
-	switch req.Kind {
-	case backend.KindAllGatherV, backend.KindGatherV, backend.KindScatterV:
-		nints = 2 * c.size
-	case backend.KindReduceScatterV:
-		nints = c.size
-	case backend.KindAllToAllV:
-		nints = 4 * c.size
+	b, ok := calls[req.Kind]
+	if !ok {
+		return nil, fmt.Errorf("comm: the mpi backend has no operation %v", req.Kind)
 	}
-	r, err := newRequest(nints)
+	r, err := newRequest(b.ints * c.size)
 	if err != nil {
 		return nil, err
 	}
 	st := &started{r: r}
-	if err := c.build(st, req, dt, op, es); err != nil {
+	if err := c.build(st, b, req, dt, op, es); err != nil {
 		r.release()
 		return nil, err
 	}
@@ -192,240 +187,14 @@ func (c *Comm) checkLengths(req *backend.Request, es int) error {
 	return err
 }
 
-// build fills st for req: the pinned buffers, the C arrays, the call.
-func (c *Comm) build(st *started, req *backend.Request, dt, op C.int, es int) error {
-	r, comm, size := st.r, c.comm, C.int(c.size)
-	root := C.int(req.Root)
-	isRoot := c.rank == req.Root
-	flag := func(b bool) C.int {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	// block is this rank's block of a full buffer at element offset off.
-	block := func(full []byte, off, n int) []byte {
-		if n == 0 || len(full) < (off+n)*es {
-			return nil
-		}
-		return full[off*es : (off+n)*es]
-	}
-	// arrays writes counts and their displacements at ints[at:].
-	arrays := func(at int, counts []int) error {
-		off := 0
-		for i, n := range counts {
-			if _, err := cint("count", n); err != nil {
-				return err
-			}
-			if _, err := cint("displacement", off); err != nil {
-				return err
-			}
-			r.ints[at+i] = C.int(n)
-			r.ints[at+len(counts)+i] = C.int(off)
-			off += n
-		}
-		_, err := cint("total count", off)
-		return err
-	}
-	switch req.Kind {
-	case backend.KindAllReduce:
-		n, err := cint("count", len(req.Recv)/es)
-		if err != nil {
-			return err
-		}
-		in := sameStart(req.Send, req.Recv)
-		var s unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		rb := r.out(req.Recv)
-		st.fn = "MPI_Iallreduce"
-		st.start = func() C.int { return C.gc_iallreduce(s, rb, n, dt, op, flag(in), comm, r.c) }
-		if req.Op == backend.Avg {
-			st.avg = req.Recv
-		}
-	case backend.KindReduce:
-		n, err := cint("count", len(req.Send)/es)
-		if err != nil {
-			return err
-		}
-		in := isRoot && sameStart(req.Send, req.Recv)
-		var s, rb unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		if isRoot {
-			rb = r.out(req.Recv)
-		}
-		st.fn = "MPI_Ireduce"
-		st.start = func() C.int { return C.gc_ireduce(s, rb, n, dt, op, root, flag(in), comm, r.c) }
-		if req.Op == backend.Avg && isRoot {
-			st.avg = req.Recv
-		}
-	case backend.KindBroadcast:
-		n, err := cint("count", len(req.Recv)/es)
-		if err != nil {
-			return err
-		}
-		b := r.out(req.Recv)
-		st.fn = "MPI_Ibcast"
-		st.start = func() C.int { return C.gc_ibcast(b, n, dt, root, comm, r.c) }
-	case backend.KindAllGather:
-		n, err := cint("count", req.Counts[c.rank])
-		if err != nil {
-			return err
-		}
-		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
-			return err
-		}
-		in := sameStart(req.Send, block(req.Recv, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
-		var s unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		rb := r.out(req.Recv)
-		st.fn = "MPI_Iallgather"
-		st.start = func() C.int { return C.gc_iallgather(s, rb, n, dt, flag(in), comm, r.c) }
-	case backend.KindAllGatherV:
-		if err := arrays(0, req.Counts); err != nil {
-			return err
-		}
-		sn := C.int(req.Counts[c.rank])
-		in := sameStart(req.Send, block(req.Recv, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
-		var s unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		rb := r.out(req.Recv)
-		st.fn = "MPI_Iallgatherv"
-		st.start = func() C.int { return C.gc_iallgatherv(s, sn, rb, dt, flag(in), size, comm, r.c) }
-	case backend.KindGather:
-		n, err := cint("count", req.Counts[c.rank])
-		if err != nil {
-			return err
-		}
-		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
-			return err
-		}
-		in := isRoot && sameStart(req.Send, block(req.Recv, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
-		var s, rb unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		if isRoot {
-			rb = r.out(req.Recv)
-		}
-		st.fn = "MPI_Igather"
-		st.start = func() C.int { return C.gc_igather(s, rb, n, dt, root, flag(in), comm, r.c) }
-	case backend.KindGatherV:
-		if err := arrays(0, req.Counts); err != nil {
-			return err
-		}
-		sn := C.int(req.Counts[c.rank])
-		in := isRoot && sameStart(req.Send, block(req.Recv, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
-		var s, rb unsafe.Pointer
-		if !in {
-			s = r.in(req.Send)
-		}
-		if isRoot {
-			rb = r.out(req.Recv)
-		}
-		st.fn = "MPI_Igatherv"
-		st.start = func() C.int { return C.gc_igatherv(s, sn, rb, dt, root, flag(in), size, comm, r.c) }
-	case backend.KindScatter:
-		n, err := cint("count", req.Counts[c.rank])
-		if err != nil {
-			return err
-		}
-		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
-			return err
-		}
-		in := isRoot && sameStart(req.Recv, block(req.Send, c.rank*req.Counts[c.rank], req.Counts[c.rank]))
-		var s, rb unsafe.Pointer
-		if isRoot {
-			s = r.in(req.Send)
-		}
-		if !in {
-			rb = r.out(req.Recv)
-		}
-		st.fn = "MPI_Iscatter"
-		st.start = func() C.int { return C.gc_iscatter(s, rb, n, dt, root, flag(in), comm, r.c) }
-	case backend.KindScatterV:
-		if err := arrays(0, req.Counts); err != nil {
-			return err
-		}
-		rn := C.int(req.Counts[c.rank])
-		in := isRoot && sameStart(req.Recv, block(req.Send, int(r.ints[c.size+c.rank]), req.Counts[c.rank]))
-		var s, rb unsafe.Pointer
-		if isRoot {
-			s = r.in(req.Send)
-		}
-		if !in {
-			rb = r.out(req.Recv)
-		}
-		st.fn = "MPI_Iscatterv"
-		st.start = func() C.int { return C.gc_iscatterv(s, rb, rn, dt, root, flag(in), size, comm, r.c) }
-	case backend.KindReduceScatter:
-		n, err := cint("count", req.Counts[c.rank])
-		if err != nil {
-			return err
-		}
-		if _, err := cint("total count", c.size*req.Counts[c.rank]); err != nil {
-			return err
-		}
-		s, rb := r.in(req.Send), r.out(req.Recv)
-		st.fn = "MPI_Ireduce_scatter_block"
-		st.start = func() C.int { return C.gc_ireduce_scatter_block(s, rb, n, dt, op, comm, r.c) }
-		if req.Op == backend.Avg {
-			st.avg = req.Recv
-		}
-	case backend.KindReduceScatterV:
-		off := 0
-		for i, n := range req.Counts {
-			if _, err := cint("count", n); err != nil {
-				return err
-			}
-			r.ints[i] = C.int(n)
-			off += n
-		}
-		if _, err := cint("total count", off); err != nil {
-			return err
-		}
-		s, rb := r.in(req.Send), r.out(req.Recv)
-		st.fn = "MPI_Ireduce_scatter"
-		st.start = func() C.int { return C.gc_ireduce_scatter(s, rb, dt, op, comm, r.c) }
-		if req.Op == backend.Avg {
-			st.avg = req.Recv
-		}
-	case backend.KindAllToAll:
-		n, err := cint("count", req.Counts[0])
-		if err != nil {
-			return err
-		}
-		if _, err := cint("total count", c.size*req.Counts[0]); err != nil {
-			return err
-		}
-		s, rb := r.in(req.Send), r.out(req.Recv)
-		st.fn = "MPI_Ialltoall"
-		st.start = func() C.int { return C.gc_ialltoall(s, rb, n, dt, comm, r.c) }
-	case backend.KindAllToAllV:
-		// ints: sendcounts, sdispls, recvcounts, rdispls.
-		if err := arrays(0, req.Counts); err != nil {
-			return err
-		}
-		if err := arrays(2*c.size, req.RecvCounts); err != nil {
-			return err
-		}
-		s, rb := r.in(req.Send), r.out(req.Recv)
-		st.fn = "MPI_Ialltoallv"
-		st.start = func() C.int { return C.gc_ialltoallv(s, rb, dt, size, comm, r.c) }
-	case backend.KindBarrier:
-		st.fn = "MPI_Ibarrier"
-		st.start = func() C.int { return C.gc_ibarrier(comm, r.c) }
-	default:
-		return fmt.Errorf("comm: the mpi backend has no operation %v", req.Kind)
-	}
-	return nil
+// build fills st for req from its kind's builder (calls): the pinned
+// buffers, the C arrays, the call.
+func (c *Comm) build(st *started, b callBuilder, req *backend.Request, dt, op C.int, es int) error {
+	return b.build(&call{
+		c: c, st: st, req: req, r: st.r, comm: c.comm,
+		dt: dt, op: op, es: es, size: C.int(c.size),
+		root: C.int(req.Root), isRoot: c.rank == req.Root,
+	})
 }
 
 // startChecked looks for abort notices (at most every startAbortPoll),
