@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/onebit"
 )
 
@@ -18,28 +18,15 @@ import (
 // of the test.
 func localWorld(t testing.TB, n int) []*comm.Comm {
 	t.Helper()
-	w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, c := range w {
-			c.Close()
-		}
+	return testkit.World(t, func() ([]*comm.Comm, error) {
+		return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
 	})
-	return w
 }
 
 // onEveryRank runs fn on every rank of world at once and returns the
 // errors by rank.
 func onEveryRank(world []*comm.Comm, fn func(c *comm.Comm, r int) error) []error {
-	errs := make([]error, len(world))
-	var wg sync.WaitGroup
-	for r, c := range world {
-		wg.Go(func() { errs[r] = fn(c, r) })
-	}
-	wg.Wait()
-	return errs
+	return testkit.OnEveryRank(world, func(r int, c *comm.Comm) error { return fn(c, r) })
 }
 
 // randomInputs returns n vectors of l values: moderate random values, with

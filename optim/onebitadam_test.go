@@ -11,32 +11,18 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // world starts n in-process ranks and runs body on each, failing the test
 // with the first error.
 func world(t *testing.T, n int, body func(ctx context.Context, c *comm.Comm) error) {
 	t.Helper()
-	w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range w {
-		wg.Go(func() {
-			defer c.Close()
-			errs[r] = body(ctx, c)
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	w := testkit.World(t, func() ([]*comm.Comm, error) {
+		return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
+	})
+	ctx := testkit.Context(t, time.Minute)
+	testkit.NoErrors(t, testkit.OnEveryRank(w, func(_ int, c *comm.Comm) error { return body(ctx, c) }))
 }
 
 // localGrads is rank r's gradient at step s: different on every rank.
