@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/internal/netns"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 )
 
@@ -44,7 +45,7 @@ func runOnHosts(t *testing.T, nw *netns.Network, limit time.Duration, name strin
 	for i, h := range nw.Hosts() {
 		wg.Go(func() {
 			cmd := h.Command(ctx, name, args(i)...)
-			cmd.Env = append(launcherFree(), sameOrder)
+			cmd.Env = testkit.LauncherFreeEnv(sameOrder)
 			cmd.Dir = t.TempDir()
 			cmd.WaitDelay = 5 * time.Second
 			runs[i].out, runs[i].err = cmd.CombinedOutput()
@@ -68,7 +69,7 @@ func oneHostChecksum(t *testing.T, bin string, n int) string {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	err := launch.Run(ctx, launch.Config{NProcs: n, Program: bin, Args: trainArgs, Env: append(launcherFree(), sameOrder),
+	err := launch.Run(ctx, launch.Config{NProcs: n, Program: bin, Args: trainArgs, Env: testkit.LauncherFreeEnv(sameOrder),
 		Stdout: &out, Stderr: &out, Timeout: 80 * time.Second})
 	if err != nil {
 		t.Fatalf("commrun -n %d: %v\n%s", n, err, out.String())

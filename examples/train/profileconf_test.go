@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 	"github.com/gocomm/comm/profile"
 )
@@ -90,7 +91,7 @@ func TestProfileFromEnvironment(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		args = append([]string{"-epochs", "1", "-samples", "1024", "-hidden", "16"}, args...)
-		err := launch.Run(ctx, launch.Config{NProcs: 2, Program: bin, Args: args, Env: append(launcherFree(), env...),
+		err := launch.Run(ctx, launch.Config{NProcs: 2, Program: bin, Args: args, Env: testkit.LauncherFreeEnv(env...),
 			Stdout: &out, Stderr: &out, Timeout: 2 * time.Minute})
 		if err != nil {
 			t.Fatalf("%v %v: %v\n%s", env, args, err, out.String())

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 )
 
@@ -123,61 +123,19 @@ func TestTrainRejectsTinyShards(t *testing.T) {
 // The binary under every launcher. The flags keep each run short.
 var trainArgs = []string{"-epochs", "2", "-samples", "4096", "-hidden", "128", "-timeout", "60s"}
 
-var (
-	buildOnce sync.Once
-	trainBin  string
-	buildErr  error
-)
+// trainProgram is the program under test.
+var trainProgram = testkit.Binary{Name: "train"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if trainBin != "" {
-		os.RemoveAll(filepath.Dir(trainBin))
-	}
+	trainProgram.Remove()
 	os.Exit(code)
 }
 
-// buildTrain builds this example once (without -race: it is the program
-// under test, not the test).
+// buildTrain builds this example once.
 func buildTrain(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "train-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		trainBin = filepath.Join(dir, "train")
-		goCmd, err := exec.LookPath("go")
-		if err != nil {
-			buildErr = fmt.Errorf("building the binary under test needs the go command on PATH: %v", err)
-			return
-		}
-		if out, err := exec.Command(goCmd, "build", "-o", trainBin, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return trainBin
-}
-
-// launcherFree is this environment without any launcher's variables.
-func launcherFree() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"), strings.HasPrefix(k, "SLURM_"),
-			strings.HasPrefix(k, "TORCHELASTIC_"), strings.HasPrefix(k, "MPI_LOCAL"),
-			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE",
-			k == "MASTER_ADDR", k == "MASTER_PORT", k == "GOCOMM_INIT_METHOD":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
+	return trainProgram.Path(t)
 }
 
 var doneLine = regexp.MustCompile(`train: done: (\d+) ranks, .*parameter checksum ([0-9a-f]{16})`)
@@ -204,7 +162,7 @@ func runCmd(t *testing.T, what string, name string, args ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = launcherFree()
+	cmd.Env = testkit.LauncherFreeEnv()
 	cmd.Dir = t.TempDir()
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
@@ -224,7 +182,7 @@ func commrunChecksum(t *testing.T, bin string, n int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := launch.Run(ctx, launch.Config{NProcs: n, Program: bin, Args: trainArgs, Env: launcherFree(),
+	err := launch.Run(ctx, launch.Config{NProcs: n, Program: bin, Args: trainArgs, Env: testkit.LauncherFreeEnv(),
 		Stdout: &out, Stderr: &out, Timeout: 80 * time.Second})
 	if err != nil {
 		t.Fatalf("commrun -n %d: %v\n%s", n, err, out.String())
@@ -322,7 +280,7 @@ func lossAndBytes(t *testing.T, bin string, args ...string) (float64, map[string
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	err := launch.Run(ctx, launch.Config{NProcs: 4, Program: bin, Args: args, Env: launcherFree(),
+	err := launch.Run(ctx, launch.Config{NProcs: 4, Program: bin, Args: args, Env: testkit.LauncherFreeEnv(),
 		Stdout: &out, Stderr: &out, Timeout: 4 * time.Minute})
 	if err != nil {
 		t.Fatalf("%v: %v\n%s", args, err, out.String())
