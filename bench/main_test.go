@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 )
 
@@ -21,24 +22,19 @@ import (
 const helperEnv = "COMMBENCH_TEST_MAIN"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(helperEnv) == "1" {
-		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
+	testkit.Main(m, helperEnv, func(string) int {
+		return Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	})
 }
 
-// cleanEnv is this environment without any launcher's variables, plus
-// the helper switch.
+// cleanEnv is this environment without any launcher's variables or
+// gocomm's own, plus the helper switch.
 func cleanEnv() []string {
 	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		switch {
-		case k == comm.EnvRank || k == comm.EnvWorldSize || k == comm.EnvLocalRank || k == comm.EnvMasterAddr || k == comm.EnvMasterPort,
-			strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI_"), strings.HasPrefix(k, "SLURM_"), strings.HasPrefix(k, "GOCOMM_"):
-			continue
+	for _, kv := range testkit.LauncherFreeEnv() {
+		if !strings.HasPrefix(kv, "GOCOMM_") {
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
 	return append(env, helperEnv+"=1")
 }

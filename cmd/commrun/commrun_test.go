@@ -21,11 +21,7 @@ import (
 // the ranks (roleEnv says what a rank does).
 const roleEnv = "COMMRUN_TEST_ROLE"
 
-func TestMain(m *testing.M) {
-	testkit.Main(m, roleEnv, func(role string) int {
-		return testkit.Status("rank "+os.Getenv("RANK"), rankMain(role))
-	}, commrun.Remove)
-}
+func TestMain(m *testing.M) { testkit.MainErr(m, roleEnv, "RANK", rankMain, commrun.Remove) }
 
 func rankMain(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

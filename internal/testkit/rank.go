@@ -27,6 +27,14 @@ func Main(m *testing.M, roleVar string, rank func(role string) int, after ...fun
 	os.Exit(code)
 }
 
+// MainErr is Main for ranks whose work returns an error: a rank that
+// fails prints "<role> rank <$rankVar>: <err>" to stderr and exits 1.
+func MainErr(m *testing.M, roleVar, rankVar string, rank func(role string) error, after ...func()) {
+	Main(m, roleVar, func(role string) int {
+		return Status(role+" rank "+os.Getenv(rankVar), rank(role))
+	}, after...)
+}
+
 // Status is the exit status of a rank that ended with err: 0 for nil,
 // else 1 after printing err to stderr prefixed with who (which role and
 // rank failed), for the parent test's failure message.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -160,3 +161,12 @@ func (f *fakeT) Errorf(format string, a ...any) {
 }
 func (f *fakeT) Failed() bool { return f.failed }
 func (f *fakeT) FailNow()     { panic("FailNow") }
+
+func TestFreePortCanBeListenedOn(t *testing.T) {
+	p := FreePort(t)
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		t.Fatalf("port %d: %v", p, err)
+	}
+	l.Close()
+}
