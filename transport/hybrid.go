@@ -147,30 +147,44 @@ func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*H
 	if len(local) < 2 || opts.Transport == TransportTCP || !shmSupported {
 		return e, nil
 	}
-	for _, p := range local {
-		if p != o.Rank {
-			e.mb.setInOrder(p, true)
-		}
+	if err := e.shareMemory(ctx, store, &o, hostID, local, &opts); err != nil {
+		t.Close()
+		return nil, err
 	}
-	shm, fallback, err := newSHMEndpoint(ctx, store, &o, hostID, local, opts.SHM, opts.mapHook, e.mb, t.peerLost)
+	return e, nil
+}
+
+// shareMemory sets up the shared-memory endpoint with the ranks local of
+// this host (this rank among them). On a fallback (see SHMError) those
+// peers stay on TCP, unless opts ask for shared memory only, which makes
+// it an error.
+func (e *Hybrid) shareMemory(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, opts *HybridOptions) error {
+	// Goodbyes from these peers must wait for their last message, which
+	// comes through the rings after the TCP goodbye may have arrived.
+	e.setInOrder(local, true)
+	shm, fallback, err := newSHMEndpoint(ctx, store, o, hostID, local, opts.SHM, opts.mapHook, e.mb, e.t.peerLost)
 	if err == nil && fallback != nil && opts.Transport == TransportSHM {
 		err = fmt.Errorf("comm: transport: rank %d: %w", o.Rank, fallback)
 	}
 	if err != nil {
-		t.Close()
-		return nil, err
+		return err
 	}
 	if fallback != nil {
 		e.shmErr = fallback
-		for _, p := range local {
-			if p != o.Rank {
-				e.mb.setInOrder(p, false)
-			}
-		}
-		return e, nil
+		e.setInOrder(local, false)
+		return nil
 	}
 	e.shm = shm
-	return e, nil
+	return nil
+}
+
+// setInOrder sets the mailbox's inOrder for the peers among local.
+func (e *Hybrid) setInOrder(local []int, on bool) {
+	for _, p := range local {
+		if p != e.rank {
+			e.mb.setInOrder(p, on)
+		}
+	}
 }
 
 // ConnectSHM is ConnectHybrid with every rank on this host and every
