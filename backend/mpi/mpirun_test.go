@@ -20,6 +20,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/mpi"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -30,16 +31,7 @@ import (
 
 const childEnv = "GOCOMM_MPI_CHILD"
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		if err := child(role); err != nil {
-			fmt.Fprintf(os.Stderr, "FAIL child %s rank %s: %v\n", role, os.Getenv("OMPI_COMM_WORLD_RANK"), err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.MainErr(m, childEnv, "OMPI_COMM_WORLD_RANK", child) }
 
 // mpirun runs np copies of this test binary as role and returns their
 // combined output.
