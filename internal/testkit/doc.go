@@ -4,10 +4,12 @@
 //
 //   - LockedBuffer, a buffer that child processes' output and loggers
 //     write while the test reads it;
-//   - Main, Status and RankCommand, for tests that re-run the test binary
-//     as a rank: a TestMain that runs the role an environment variable
-//     names instead of the tests, and the command that starts such a rank
-//     in an environment free of launcher variables (LauncherFreeEnv);
+//   - Main, MainErr, Status and RankCommand, for tests that re-run the
+//     test binary as a rank: a TestMain that runs the role an environment
+//     variable names instead of the tests, and the command that starts
+//     such a rank in an environment free of launcher variables
+//     (LauncherFreeEnv); FreePort for the meeting place's port;
+//   - Binary, the command or example under test, built once;
 //   - Context, a deadline for a test's ranks that ends with the test;
 //   - World, CloseAll, OnEveryRank and NoErrors, for worlds whose ranks
 //     all live in this process (communicators or endpoints alike).
