@@ -13,6 +13,7 @@ import (
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -95,16 +96,8 @@ func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
 	return w
 }
 
-func closeAll(w []*comm.Comm) {
-	var wg sync.WaitGroup
-	for _, c := range w {
-		if c != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); c.Close() }()
-		}
-	}
-	wg.Wait()
-}
+// closeAll closes every rank of w at once.
+func closeAll(w []*comm.Comm) { testkit.CloseAll(w) }
 
 // algorithmSweeps force each algorithm family on every collective that has it.
 var algorithmSweeps = []struct {

@@ -127,8 +127,8 @@ func childConnectFails(ctx context.Context) error {
 // rankRun is one rank's process.
 type rankRun struct {
 	host, rank int
-	out        strings.Builder // read once the rank ended
-	output     func() string   // reads out while it runs
+	out        testkit.LockedBuffer // the rank's stdout and stderr
+	output     func() string        // reads out while it runs
 	err        error
 	ended      time.Time
 }
@@ -188,38 +188,19 @@ func (j job) start() (runs []*rankRun, wait func()) {
 		if j.env != nil {
 			cmd.Env = append(cmd.Env, j.env(rank, h, l)...)
 		}
-		w := &lockedWriter{b: &r.out}
-		cmd.Stdout, cmd.Stderr = w, w
+		cmd.Stdout, cmd.Stderr = &r.out, &r.out
 		cmd.WaitDelay = 5 * time.Second
 		if err := cmd.Start(); err != nil {
 			cancel()
 			t.Fatal(err)
 		}
-		r.output = w.String
+		r.output = r.out.String
 		wg.Go(func() {
 			r.err = cmd.Wait()
 			r.ended = time.Now()
 		})
 	}
 	return runs, func() { wg.Wait(); cancel() }
-}
-
-// lockedWriter serialises writes of a process's stdout and stderr.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func requireAllPassed(t *testing.T, runs []*rankRun) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // The multi-process tests re-execute this test binary once per rank with
@@ -25,16 +25,7 @@ import (
 
 const childEnv = "GOCOMM_TEST_CHILD"
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		if err := child(role); err != nil {
-			fmt.Fprintf(os.Stderr, "child %s rank %s: %v\n", role, os.Getenv("RANK"), err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testkit.MainErr(m, childEnv, "RANK", child) }
 
 func child(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -107,30 +98,18 @@ func child(role string) error {
 	return fmt.Errorf("unknown child role %q", role)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // launch runs n ranks of this binary in the given role and returns each
 // one's exit error and output.
 func launch(t *testing.T, n int, role string, timeout time.Duration, env ...string) ([]error, []string) {
 	t.Helper()
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	errs := make([]error, n)
 	outs := make([]string, n)
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			childEnv+"="+role,
+		cmd := testkit.RankCommand(ctx, childEnv, role,
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
 			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port))

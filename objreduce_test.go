@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 // onRanks runs body on every rank of world at once and returns the results
@@ -33,12 +34,9 @@ func onRanks[T any](world []*comm.Comm, body func(ctx context.Context, c *comm.C
 
 func localWorld(t *testing.T, n int) []*comm.Comm {
 	t.Helper()
-	w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeAll(w) })
-	return w
+	return testkit.World(t, func() ([]*comm.Comm, error) {
+		return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
+	})
 }
 
 // schedules are the two ways to reduce: rank order, and recursive doubling.

@@ -10,11 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/profile"
 )
 
@@ -25,12 +25,9 @@ func profiledWorld(t testing.TB, n int, cfg profile.Config) []*comm.Comm {
 		t.Skip("built with -tags gocomm_noprofile")
 	}
 	cfg.Enabled = true
-	w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute, Profile: &cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeAll(w) })
-	return w
+	return testkit.World(t, func() ([]*comm.Comm, error) {
+		return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute, Profile: &cfg})
+	})
 }
 
 // onEveryRank runs f on every rank of world concurrently and fails the test
@@ -39,21 +36,7 @@ func onEveryRank(t testing.TB, world []*comm.Comm, f func(ctx context.Context, c
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	errs := make([]error, len(world))
-	var wg sync.WaitGroup
-	for r, c := range world {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = f(ctx, c)
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	testkit.NoErrors(t, testkit.OnEveryRank(world, func(_ int, c *comm.Comm) error { return f(ctx, c) }))
 }
 
 // everyOp runs one of each operation on a world of 3.
@@ -384,7 +367,7 @@ func TestProfileJSONAndTraceHoldEveryOp(t *testing.T) {
 }
 
 func TestProfileVerboseAndReset(t *testing.T) {
-	var out syncBuffer
+	var out testkit.LockedBuffer
 	world := profiledWorld(t, 2, profile.Config{Verbose: true, Output: &out, Layout: profile.LayoutDeepSpeed})
 	onEveryRank(t, world, func(ctx context.Context, c *comm.Comm) error {
 		buf := make([]float32, 256)
@@ -412,24 +395,6 @@ func TestProfileVerboseAndReset(t *testing.T) {
 	if n := len(world[1].ProfileRecords()); n != 1 {
 		t.Errorf("ResetLog on rank 0 changed rank 1's records: %d", n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestProfileOff(t *testing.T) {
