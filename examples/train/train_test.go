@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -225,7 +224,7 @@ func TestTrainUnderLaunchers(t *testing.T) {
 
 	t.Run("torchrun", func(t *testing.T) {
 		torchrun, prefix := torchrunCommand(t)
-		port := freePort(t)
+		port := testkit.FreePort(t)
 		args := append(prefix, "--nproc_per_node", "2", "--redirects", "1", "--tee", "1",
 			"--master_port", strconv.Itoa(port), "--no_python", bin)
 		args = append(args, trainArgs...)
@@ -256,16 +255,6 @@ func torchrunCommand(t *testing.T) (string, []string) {
 	}
 	t.Skip("torchrun is not installed (nor a python3 with torch): apt-get install python3-torch")
 	return "", nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 var (
