@@ -187,16 +187,17 @@ func splitWorld(t *testing.T, world []*comm.Comm) []*comm.Comm {
 
 // TestConformanceThresholds runs every collective at one element below, at
 // and one above each size where the cost model changes its mind, on world
-// sizes 1 to 8 over every transport, with the rooted collectives' non-root
-// buffers nil and full for every root: the ranks must choose one schedule
-// from the arguments they share, whatever buffers only the root needs.
+// sizes 1 to 8 over every transport (a sample of them under -race:
+// raceSizes), with the rooted collectives' non-root buffers nil and full for
+// every root: the ranks must choose one schedule from the arguments they
+// share, whatever buffers only the root needs.
 func TestConformanceThresholds(t *testing.T) {
 	for _, f := range factories() {
-		for n := 1; n <= 8; n++ {
+		for _, n := range matrixSizes(f.name, []int{1, 2, 3, 4, 5, 6, 7, 8}) {
 			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
 				t.Parallel()
 				world := f.make(t, n, backend.Algorithms{})
-				if err := conformance.RunLocal(context.Background(), world, conformance.ThresholdCases(n), 2*time.Minute); err != nil {
+				if err := conformance.RunLocal(context.Background(), world, conformance.ThresholdCases(n), 5*time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -204,17 +205,35 @@ func TestConformanceThresholds(t *testing.T) {
 	}
 }
 
+// raceSizes are the world sizes the threshold and random-program matrices
+// keep under -race, where moving MiBs through every schedule of every root
+// on eight ranks costs minutes per world: the in-process world on the sizes
+// that have caught bugs (one rank, an odd size, eight), and one size per
+// transport. Without -race every size runs on every transport.
+var raceSizes = map[string][]int{"inproc": {1, 3, 8}, "tcp": {2}, "shm": {3}, "hybrid": {4}}
+
+func matrixSizes(factory string, all []int) []int {
+	if !raceEnabled {
+		return all
+	}
+	return raceSizes[factory]
+}
+
 // TestConformanceRandomProgram runs a fixed-seed random program of mixed
 // blocking and asynchronous collectives over three communicators at once on
 // 3 to 8 ranks (FuzzRandomProgram draws other seeds).
 func TestConformanceRandomProgram(t *testing.T) {
 	for _, f := range factories() {
-		for _, n := range []int{3, 5, 8} {
+		sizes := []int{3, 5, 8}
+		if raceEnabled {
+			sizes = []int{max(3, raceSizes[f.name][len(raceSizes[f.name])-1])}
+		}
+		for _, n := range sizes {
 			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
 				t.Parallel()
 				world := f.make(t, n, backend.Algorithms{})
 				cs := conformance.RandomProgram(uint64(n)*1000+7, 300)
-				if err := conformance.RunLocal(context.Background(), world, []conformance.Case{cs}, 3*time.Minute); err != nil {
+				if err := conformance.RunLocal(context.Background(), world, []conformance.Case{cs}, 5*time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			})

@@ -74,20 +74,12 @@ func opsFor[T comm.Numeric]() []comm.ReduceOp {
 // inputs returns rank r's reduction input of n elements.
 func inputs[T comm.Numeric](op comm.ReduceOp, r, n int) []T {
 	u := infoOf[T]().unsigned
-	out := make([]T, n)
-	for i := range out {
-		out[i] = of[T](value(op, u, r, i))
-	}
-	return out
+	return fill[T](n, func(i int) int64 { return value(op, u, r, i) })
 }
 
 func blockData[T comm.Numeric](r, off, n int) []T {
 	u := infoOf[T]().unsigned
-	out := make([]T, n)
-	for i := range out {
-		out[i] = of[T](dataU(u, r, off+i))
-	}
-	return out
+	return fill[T](n, func(i int) int64 { return dataU(u, r, off+i) })
 }
 
 // reductionCases: AllReduce (in and out of place), Reduce, ReduceScatter(V)
@@ -165,6 +157,10 @@ func checkAllReduce[T comm.Numeric](ctx context.Context, c *comm.Comm, op comm.R
 }
 
 func reduceRefs[T comm.Numeric](op comm.ReduceOp, size, off, n int) []T {
+	if op != comm.Avg {
+		u := infoOf[T]().unsigned
+		return fill[T](n, func(i int) int64 { return reduceAcc(op, u, size, off+i) })
+	}
 	out := make([]T, n)
 	for i := range out {
 		out[i] = reduceRef[T](op, size, off+i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/gocomm/comm"
 )
@@ -118,6 +119,47 @@ func saltedGathered[T comm.Numeric](salt int, counts []int) []T {
 	return out
 }
 
+// refs memoizes reference results: the ranks of an in-process world (and
+// the roots of one case) would otherwise each compute the same MiBs of
+// expected values. Only expected values are shared, never a buffer handed
+// to the library, so a corrupted buffer cannot pass for its reference.
+var refs struct {
+	mu    sync.Mutex
+	keys  []string
+	items map[string]any
+}
+
+// memo returns the value for key, computing it with gen once; it keeps the
+// 16 most recent.
+func memo[T any](key string, gen func() T) T {
+	refs.mu.Lock()
+	if v, ok := refs.items[key]; ok {
+		refs.mu.Unlock()
+		return v.(T)
+	}
+	refs.mu.Unlock()
+	v := gen()
+	refs.mu.Lock()
+	defer refs.mu.Unlock()
+	if refs.items == nil {
+		refs.items = map[string]any{}
+	}
+	if _, ok := refs.items[key]; !ok {
+		refs.items[key] = v
+		refs.keys = append(refs.keys, key)
+		if len(refs.keys) > 16 {
+			delete(refs.items, refs.keys[0])
+			refs.keys = refs.keys[1:]
+		}
+	}
+	return v
+}
+
+// refKey names a reference by what it depends on.
+func refKey[T comm.Numeric](what string, args ...any) string {
+	return fmt.Sprintf("%s/%s/%v", infoOf[T]().name, what, args)
+}
+
 // startOp starts s on c and returns its Work and the check to run once the
 // Work is done. It is used by blocking (start, wait, check) and by
 // asynchronous programs (several started, waited in any order).
@@ -137,7 +179,7 @@ func startOp[T comm.Numeric](ctx context.Context, c *comm.Comm, s opSpec) (*comm
 		send := inputs[T](s.op, me, s.n)
 		recv := make([]T, s.n)
 		return comm.StartAllReduce(ctx, c, send, recv, s.op), func() error {
-			return check("result", recv, reduceRefs[T](s.op, size, 0, s.n))
+			return check("result", recv, memo(refKey[T]("reduce", s.op, size, 0, s.n), func() []T { return reduceRefs[T](s.op, size, 0, s.n) }))
 		}
 	case opReduce:
 		send := inputs[T](s.op, me, s.n)
@@ -149,53 +191,53 @@ func startOp[T comm.Numeric](ctx context.Context, c *comm.Comm, s opSpec) (*comm
 			if !isRoot {
 				return check("send untouched", send, inputs[T](s.op, me, s.n))
 			}
-			return check("result", recv, reduceRefs[T](s.op, size, 0, s.n))
+			return check("result", recv, memo(refKey[T]("reduce", s.op, size, 0, s.n), func() []T { return reduceRefs[T](s.op, size, 0, s.n) }))
 		}
 	case opBroadcast:
+		want := memo(refKey[T]("block", s.salt, s.root, s.n), func() []T { return saltedBlock[T](s.salt, s.root, 0, s.n) })
 		buf := make([]T, s.n)
 		if isRoot {
-			buf = saltedBlock[T](s.salt, s.root, 0, s.n)
+			copy(buf, want)
 		}
 		return comm.StartBroadcast(ctx, c, buf, s.root), func() error {
-			return check("result", buf, saltedBlock[T](s.salt, s.root, 0, s.n))
+			return check("result", buf, want)
 		}
-	case opAllGather, opAllGatherV:
+	case opAllGather, opAllGatherV, opGather, opGatherV:
 		counts := slices.Repeat([]int{s.n}, size)
-		if s.kind == opAllGatherV {
+		if s.kind == opAllGatherV || s.kind == opGatherV {
 			counts = vCounts(size, s.n)
 		}
 		off := offsets(counts)
-		send := saltedBlock[T](s.salt, me, off[me], counts[me])
-		recv := make([]T, off[size])
+		want := memo(refKey[T]("gathered", s.salt, counts), func() []T { return saltedGathered[T](s.salt, counts) })
+		send := slices.Clone(want[off[me]:off[me+1]])
+		var recv []T
 		var w *comm.Work
-		if s.kind == opAllGather {
-			w = comm.StartAllGather(ctx, c, send, recv)
-		} else {
-			w = comm.StartAllGatherV(ctx, c, send, recv, counts)
-		}
-		return w, func() error { return check("result", recv, saltedGathered[T](s.salt, counts)) }
-	case opGather, opGatherV:
-		counts := slices.Repeat([]int{s.n}, size)
-		if s.kind == opGatherV {
-			counts = vCounts(size, s.n)
-		}
-		off := offsets(counts)
-		send := saltedBlock[T](s.salt, me, off[me], counts[me])
-		recv := nonRoot(off[size])
-		if isRoot {
+		switch s.kind {
+		case opAllGather:
 			recv = make([]T, off[size])
-		}
-		var w *comm.Work
-		if s.kind == opGather {
+			w = comm.StartAllGather(ctx, c, send, recv)
+		case opAllGatherV:
+			recv = make([]T, off[size])
+			w = comm.StartAllGatherV(ctx, c, send, recv, counts)
+		case opGather:
+			recv = nonRoot(off[size])
+			if isRoot {
+				recv = make([]T, off[size])
+			}
 			w = comm.StartGather(ctx, c, send, recv, s.root)
-		} else {
+		default:
+			recv = nonRoot(off[size])
+			if isRoot {
+				recv = make([]T, off[size])
+			}
 			w = comm.StartGatherV(ctx, c, send, recv, counts, s.root)
 		}
+		rooted := s.kind.rooted()
 		return w, func() error {
-			if !isRoot {
+			if rooted && !isRoot {
 				return nil
 			}
-			return check("result", recv, saltedGathered[T](s.salt, counts))
+			return check("result", recv, want)
 		}
 	case opScatter, opScatterV:
 		counts := slices.Repeat([]int{s.n}, size)
@@ -203,10 +245,12 @@ func startOp[T comm.Numeric](ctx context.Context, c *comm.Comm, s opSpec) (*comm
 			counts = vCounts(size, s.n)
 		}
 		off := offsets(counts)
-		all := saltedBlock[T](s.salt, 1000+s.root, 0, off[size])
+		// What the root scatters; the same for every root of a case, so
+		// that the ranks share one reference.
+		all := memo(refKey[T]("scattered", s.salt, off[size]), func() []T { return saltedBlock[T](s.salt, 1000, 0, off[size]) })
 		send := nonRoot(off[size])
 		if isRoot {
-			send = all
+			send = slices.Clone(all)
 		}
 		recv := make([]T, counts[me])
 		var w *comm.Work
@@ -230,7 +274,10 @@ func startOp[T comm.Numeric](ctx context.Context, c *comm.Comm, s opSpec) (*comm
 		} else {
 			w = comm.StartReduceScatterV(ctx, c, send, recv, counts, s.op)
 		}
-		return w, func() error { return check("block", recv, reduceRefs[T](s.op, size, off[me], counts[me])) }
+		return w, func() error {
+			want := memo(refKey[T]("reduce", s.op, size, 0, off[size]), func() []T { return reduceRefs[T](s.op, size, 0, off[size]) })
+			return check("block", recv, want[off[me]:off[me+1]])
+		}
 	case opAllToAll, opAllToAllV:
 		// Rank p sends count(p, q) elements to rank q: s.n each in the even
 		// form, an uneven split of s.n in the V form.
