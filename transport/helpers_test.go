@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -45,11 +46,19 @@ func buildTCP(t testing.TB, n int, cfg worldConfig) []Endpoint {
 		o.Prefix = t.Name()
 		o.MaxFragment = cfg.maxFragment
 	})
+	return asWorld(t, tcps, err)
+}
+
+// asWorld hands the endpoints of a connected world to the test: it fails
+// the test if connecting failed (err), and when the test ends closes every
+// endpoint and checks that no goroutine was left behind.
+func asWorld[E Endpoint](t testing.TB, ws []E, err error) []Endpoint {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	eps := make([]Endpoint, n)
-	for i, e := range tcps {
+	eps := make([]Endpoint, len(ws))
+	for i, e := range ws {
 		eps[i] = e
 	}
 	t.Cleanup(func() {
@@ -97,13 +106,8 @@ func connectWorld[E Endpoint](n int, connect func(ctx context.Context, store *re
 	return eps, nil
 }
 
-func closeAll(eps []Endpoint) {
-	var wg sync.WaitGroup
-	for _, e := range eps {
-		wg.Go(func() { e.Close() })
-	}
-	wg.Wait()
-}
+// closeAll closes every endpoint at once.
+func closeAll(eps []Endpoint) { testkit.CloseAll(eps) }
 
 // forEachImpl runs f as a subtest for every implementation.
 func forEachImpl(t *testing.T, f func(t *testing.T, world func(n int, cfg worldConfig) []Endpoint)) {

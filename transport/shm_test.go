@@ -54,18 +54,7 @@ func buildHybridWorld(t testing.TB, n int, cfg worldConfig, mode TransportMode, 
 			o.SHM.ChunkBytes = min(cfg.maxFragment, minRingBytes/4)
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps := make([]Endpoint, n)
-	for i, e := range ws {
-		eps[i] = e
-	}
-	t.Cleanup(func() {
-		closeAll(eps)
-		checkNoLeaks(t)
-	})
-	return eps
+	return asWorld(t, ws, err)
 }
 
 // connectHybridWorld connects n Hybrid endpoints through an in-memory
