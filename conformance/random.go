@@ -40,7 +40,7 @@ func runProgram(ctx context.Context, world *comm.Comm, seed uint64, steps int) (
 	size, me := world.Size(), world.Rank()
 	half, err := world.Split(ctx, me%2, -me)
 	if err != nil {
-		return fmt.Errorf("Split: %w", err)
+		return fmt.Errorf("splitting the world: %w", err)
 	}
 	defer half.Close()
 	members := make([]int, 0, size)
@@ -52,7 +52,7 @@ func runProgram(ctx context.Context, world *comm.Comm, seed uint64, steps int) (
 	}
 	group, err := world.NewGroup(ctx, members)
 	if err != nil {
-		return fmt.Errorf("NewGroup(%v): %w", members, err)
+		return fmt.Errorf("making the group of ranks %v: %w", members, err)
 	}
 	defer group.Close()
 	comms := []*comm.Comm{world, half, group}

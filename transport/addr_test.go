@@ -126,7 +126,7 @@ func TestReachableAddress(t *testing.T) {
 
 // connectAs runs ConnectTCP for rank of size with rank 0's address
 // already published as addr0, and returns its error and how long it took.
-func connectAs(t *testing.T, rank, size int, addr0 string, timeout time.Duration, tweak func(*TCPOptions)) (error, time.Duration) {
+func connectAs(t *testing.T, rank, size int, addr0 string, timeout time.Duration, tweak func(*TCPOptions)) (time.Duration, error) {
 	t.Helper()
 	store := rendezvous.NewMemStore()
 	o := TCPOptions{Rank: rank, Size: size, Prefix: "job", ListenHost: "127.0.0.1", HandshakeTimeout: 2 * time.Second}
@@ -142,7 +142,7 @@ func connectAs(t *testing.T, rank, size int, addr0 string, timeout time.Duration
 		ep.Close()
 		t.Fatal("ConnectTCP succeeded with a wrong address for rank 0")
 	}
-	return err, time.Since(start)
+	return time.Since(start), err
 }
 
 // TestConnectNamesWhatAnswered: when a rank's published address is
@@ -168,7 +168,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 	}
 	t.Run("another program", func(t *testing.T) {
 		addr := listen(t, func(c net.Conn) { c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n")) })
-		err, took := connectAs(t, 1, 2, addr, 20*time.Second, nil)
+		took, err := connectAs(t, 1, 2, addr, 20*time.Second, nil)
 		for _, want := range []string{"cannot connect to rank 0 at " + addr, "not a gocomm hello", "SSH-2.0"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q lacks %q", err, want)
@@ -180,7 +180,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 	})
 	t.Run("a silent program", func(t *testing.T) {
 		addr := listen(t, func(c net.Conn) { time.Sleep(5 * time.Second) })
-		err, _ := connectAs(t, 1, 2, addr, 20*time.Second, nil)
+		_, err := connectAs(t, 1, 2, addr, 20*time.Second, nil)
 		if !strings.Contains(err.Error(), "nothing answered the handshake in time") {
 			t.Errorf("error %q does not say that nothing answered", err)
 		}
@@ -188,7 +188,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 	t.Run("another rank of the job", func(t *testing.T) {
 		other := &handshakeConfig{rank: 1, size: 3, job: jobID("job"), maxFragment: DefaultMaxFragment}
 		addr := listen(t, func(c net.Conn) { other.acceptHandshake(c) })
-		err, _ := connectAs(t, 2, 3, addr, 20*time.Second, nil)
+		_, err := connectAs(t, 2, 3, addr, 20*time.Second, nil)
 		if !strings.Contains(err.Error(), "rank 1 of this job answered instead") {
 			t.Errorf("error %q does not name the rank that answered", err)
 		}
@@ -196,7 +196,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 	t.Run("another job", func(t *testing.T) {
 		other := &handshakeConfig{rank: 0, size: 2, job: jobID("another job"), maxFragment: DefaultMaxFragment}
 		addr := listen(t, func(c net.Conn) { other.acceptHandshake(c) })
-		err, _ := connectAs(t, 1, 2, addr, 20*time.Second, nil)
+		_, err := connectAs(t, 1, 2, addr, 20*time.Second, nil)
 		if !strings.Contains(err.Error(), "a rank of another job answered") {
 			t.Errorf("error %q does not say another job answered", err)
 		}
@@ -207,7 +207,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 		ln.Close()
 		// This rank publishes a routable address, rank 0 a loopback one: the
 		// error says what to set on rank 0's host.
-		err, took := connectAs(t, 1, 2, addr, 30*time.Second, func(o *TCPOptions) { o.AdvertiseHost = "10.9.9.9" })
+		took, err := connectAs(t, 1, 2, addr, 30*time.Second, func(o *TCPOptions) { o.AdvertiseHost = "10.9.9.9" })
 		for _, want := range []string{"rank 0 at " + addr, "nothing listens there", "published a loopback address", "GOCOMM_SOCKET_IFNAME"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q lacks %q", err, want)
@@ -226,7 +226,7 @@ func TestConnectNamesWhatAnswered(t *testing.T) {
 func TestConnectHonoursTimeout(t *testing.T) {
 	const timeout = 3 * time.Second
 	addr := "192.0.2.1:9" // TEST-NET-1: never routed
-	err, took := connectAs(t, 1, 2, addr, timeout, nil)
+	took, err := connectAs(t, 1, 2, addr, timeout, nil)
 	for _, want := range []string{"rank 0", addr} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
