@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,13 +58,23 @@ func helper(role string) int {
 		case <-time.After(time.Minute):
 			return 5
 		}
-	case "stubborn": // rank 0 fails; the others ignore SIGTERM
+	case "stubborn": // rank 0 fails once the others ignore SIGTERM
+		// The ranks share their parent, the launcher: rank 1 marks that it
+		// ignores SIGTERM in a file named after it, which rank 0 waits for
+		// (a loaded machine may start rank 1 long after rank 0).
+		ready := filepath.Join(os.TempDir(), fmt.Sprintf("gocomm-stubborn-%d", os.Getppid()))
 		if rank == "0" {
-			time.Sleep(200 * time.Millisecond)
+			for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(ready); err == nil {
+					break
+				}
+			}
+			os.Remove(ready)
 			return 1
 		}
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ignoring SIGTERM")
+		os.WriteFile(ready, nil, 0o600)
 		time.Sleep(time.Minute)
 		return 0
 	case "spawn":
