@@ -219,26 +219,7 @@ func reduceAcc(op comm.ReduceOp, unsigned bool, n, i int) int64 {
 // the way the library defines it for T.
 func reduceRef[T comm.Numeric](op comm.ReduceOp, n, i int) T {
 	ti := infoOf[T]()
-	acc := value(op, ti.unsigned, 0, i)
-	for r := 1; r < n; r++ {
-		v := value(op, ti.unsigned, r, i)
-		switch op {
-		case comm.Sum, comm.Avg:
-			acc += v
-		case comm.Prod:
-			acc *= v
-		case comm.Min:
-			acc = min(acc, v)
-		case comm.Max:
-			acc = max(acc, v)
-		case comm.BAnd:
-			acc &= v
-		case comm.BOr:
-			acc |= v
-		case comm.BXor:
-			acc ^= v
-		}
-	}
+	acc := reduceAcc(op, ti.unsigned, n, i)
 	if op != comm.Avg {
 		return of[T](acc)
 	}
