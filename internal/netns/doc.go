@@ -8,7 +8,7 @@
 // reason where namespaces cannot be made:
 //
 //	if err := netns.Available(); err != nil {
-//		t.Skip(err)
+//		t.Skipf("no simulated hosts here: %v", err)
 //	}
 //	nw, err := netns.New(netns.Options{Hosts: 3, IPv6: true})
 //	if err != nil {

@@ -154,7 +154,7 @@ func dial(t *testing.T, ctx context.Context, h *Host, addr string, timeout time.
 func newNetwork(t *testing.T, opts Options) *Network {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skip(err)
+		t.Skipf("no network namespaces can be made here: %v", err)
 	}
 	start := time.Now()
 	nw, err := New(opts)
@@ -258,7 +258,7 @@ func TestSetHosts(t *testing.T) {
 func TestCloseRemovesEverything(t *testing.T) {
 	t.Parallel()
 	if err := Available(); err != nil {
-		t.Skip(err)
+		t.Skipf("no network namespaces can be made here: %v", err)
 	}
 	nw, err := New(Options{Hosts: 2, IPv6: true})
 	if err != nil {
@@ -311,7 +311,7 @@ func listNamespaces(t *testing.T) string {
 func TestTwoNetworksAtOnce(t *testing.T) {
 	t.Parallel()
 	if err := Available(); err != nil {
-		t.Skip(err)
+		t.Skipf("no network namespaces can be made here: %v", err)
 	}
 	nws := make([]*Network, 2)
 	errs := make([]error, 2)
@@ -432,7 +432,7 @@ func TestShape(t *testing.T) {
 func TestNewRemovesLeftovers(t *testing.T) {
 	t.Parallel()
 	if err := Available(); err != nil {
-		t.Skip(err)
+		t.Skipf("no network namespaces can be made here: %v", err)
 	}
 	// A process that has exited leaves a pid that is (barring reuse) dead.
 	dead := exec.Command("true")
