@@ -35,6 +35,11 @@ func InferenceAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T,
 	return startAllReduce(ctx, c, send, recv, op, algo.RecursiveDoubling).sync()
 }
 
+// StartInferenceAllReduce is InferenceAllReduce, asynchronous.
+func StartInferenceAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
+	return startAllReduce(ctx, c, send, recv, op, algo.RecursiveDoubling).async()
+}
+
 func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, a algo.Algorithm) *Work {
 	req := c.request(backend.KindAllReduce, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Algorithm = a
@@ -414,18 +419,37 @@ func startBarrier(ctx context.Context, c *Comm) *Work {
 // With waitAll false rank 0 stops at the first late rank, as in torch.
 // Unlike other failures this one does not abort the world.
 func MonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, waitAll bool) error {
+	return startMonitoredBarrier(ctx, c, timeout, waitAll).sync()
+}
+
+// StartMonitoredBarrier is MonitoredBarrier, asynchronous.
+func StartMonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, waitAll bool) *Work {
+	return startMonitoredBarrier(ctx, c, timeout, waitAll).async()
+}
+
+func startMonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, waitAll bool) *Work {
 	req := c.request(backend.KindMonitoredBarrier, backend.Byte, Sum, 0, nil, nil)
 	req.Timeout, req.WaitAll = timeout, waitAll
 	var err error
 	if timeout <= 0 {
 		err = invalid(req.Kind, "timeout %v, want > 0", timeout)
 	}
-	return c.startCollective(ctx, req, err).sync()
+	return c.startCollective(ctx, req, err)
 }
 
 // AllReduceCoalesced all-reduces every buffer of bufs in place with one
 // collective (the buffers are packed into one message).
 func AllReduceCoalesced[T Numeric](ctx context.Context, c *Comm, bufs [][]T, op ReduceOp) error {
+	return startAllReduceCoalesced(ctx, c, bufs, op).sync()
+}
+
+// StartAllReduceCoalesced is AllReduceCoalesced, asynchronous: the buffers
+// of bufs belong to the operation until it is done.
+func StartAllReduceCoalesced[T Numeric](ctx context.Context, c *Comm, bufs [][]T, op ReduceOp) *Work {
+	return startAllReduceCoalesced(ctx, c, bufs, op).async()
+}
+
+func startAllReduceCoalesced[T Numeric](ctx context.Context, c *Comm, bufs [][]T, op ReduceOp) *Work {
 	n := 0
 	for _, b := range bufs {
 		n += len(b)
@@ -434,44 +458,68 @@ func AllReduceCoalesced[T Numeric](ctx context.Context, c *Comm, bufs [][]T, op 
 	for _, b := range bufs {
 		flat = append(flat, b...)
 	}
-	if err := AllReduce(ctx, c, flat, flat, op); err != nil {
-		return err
+	w := startAllReduce(ctx, c, flat, flat, op, algo.Auto)
+	w.post = func() {
+		rest := flat
+		for _, b := range bufs {
+			rest = rest[copy(b, rest):]
+		}
 	}
-	for _, b := range bufs {
-		flat = flat[copy(b, flat):]
-	}
-	return nil
+	return w
 }
 
 // AllGatherCoalesced all-gathers sends[i] into recvs[i] for every i with one
 // collective: len(recvs[i]) == Size()*len(sends[i]).
 func AllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs [][]T) error {
-	if len(sends) != len(recvs) {
-		return invalid(backend.KindAllGather, "AllGatherCoalesced: %d send buffers but %d receive buffers", len(sends), len(recvs))
-	}
-	per := 0
-	for i, s := range sends {
-		if len(recvs[i]) != c.size*len(s) {
-			return invalid(backend.KindAllGather, "AllGatherCoalesced: len(recvs[%d]) = %d, want Size()*len(sends[%d]) = %d*%d", i, len(recvs[i]), i, c.size, len(s))
-		}
-		per += len(s)
+	return startAllGatherCoalesced(ctx, c, sends, recvs).sync()
+}
+
+// StartAllGatherCoalesced is AllGatherCoalesced, asynchronous: sends and
+// recvs belong to the operation until it is done. A bad argument fails it
+// on every rank, as any collective's does.
+func StartAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs [][]T) *Work {
+	return startAllGatherCoalesced(ctx, c, sends, recvs).async()
+}
+
+func startAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs [][]T) *Work {
+	per, err := checkGatherCoalesced(c.size, sends, recvs)
+	if err != nil {
+		// Still a collective: its sequence number is used and the world
+		// aborted with the reason, so no other rank waits for this one.
+		return c.startCollective(ctx, c.request(backend.KindAllGather, dtypeOf[T](), Sum, 0, nil, nil), err)
 	}
 	flat := make([]T, 0, per)
 	for _, s := range sends {
 		flat = append(flat, s...)
 	}
 	all := make([]T, c.size*per)
-	if err := AllGather(ctx, c, flat, all); err != nil {
-		return err
-	}
-	off := 0
-	for i, s := range sends {
-		for r := 0; r < c.size; r++ {
-			copy(recvs[i][r*len(s):(r+1)*len(s)], all[r*per+off:r*per+off+len(s)])
+	w := startAllGather(ctx, c, flat, all)
+	w.post = func() {
+		off := 0
+		for i, s := range sends {
+			for r := 0; r < c.size; r++ {
+				copy(recvs[i][r*len(s):(r+1)*len(s)], all[r*per+off:r*per+off+len(s)])
+			}
+			off += len(s)
 		}
-		off += len(s)
 	}
-	return nil
+	return w
+}
+
+// checkGatherCoalesced checks AllGatherCoalesced's buffers and returns the
+// number of elements each rank contributes.
+func checkGatherCoalesced[T Numeric](size int, sends, recvs [][]T) (int, error) {
+	if len(sends) != len(recvs) {
+		return 0, invalid(backend.KindAllGather, "AllGatherCoalesced: %d send buffers but %d receive buffers", len(sends), len(recvs))
+	}
+	per := 0
+	for i, s := range sends {
+		if len(recvs[i]) != size*len(s) {
+			return 0, invalid(backend.KindAllGather, "AllGatherCoalesced: len(recvs[%d]) = %d, want Size()*len(sends[%d]) = %d*%d", i, len(recvs[i]), i, size, len(s))
+		}
+		per += len(s)
+	}
+	return per, nil
 }
 
 // request builds the common part of a backend request.

@@ -20,6 +20,9 @@ type Work struct {
 	err    error
 	req    *backend.Request
 	source int
+	// post, if set, runs once the operation has succeeded and before it
+	// is done: the coalesced collectives unpack their results with it.
+	post func()
 
 	// Until the Work is started, by async (in a new goroutine) or sync (on
 	// the caller's goroutine), pending is set and c and ctx say where and
@@ -88,6 +91,9 @@ func (w *Work) syncSource() (int, error) {
 // execute performs the operation and records it when it is profiled.
 func (w *Work) execute() {
 	w.c.perform(w.ctx, w.req, w)
+	if w.post != nil && w.err == nil {
+		w.post()
+	}
 	if profileHook && w.prof != nil {
 		w.prof.record(w.c, w.req, w.profOp, w.profName, w.profStart, time.Since(w.profStart), w.err)
 	}
