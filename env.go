@@ -54,6 +54,7 @@ const (
 	EnvTimeout    = env.EnvTimeout
 	EnvAlgoPrefix = env.EnvAlgoPrefix
 	EnvSecret     = env.EnvSecret
+	EnvStoreAuth  = env.EnvStoreAuth
 	EnvSocketHost = env.EnvSocketHost
 	// EnvSocketIfname chooses the data connections' address by interface
 	// name; GLOO_SOCKET_IFNAME is read when it is unset.

@@ -36,8 +36,11 @@ type config struct {
 	backend              string
 	timeout              time.Duration
 	secret               []byte
-	listenHost           string
-	socketIfname         string
+	// storeAuth: the store rank 0 hosts requires the authenticated
+	// handshake (GOCOMM_SECRET set, GOCOMM_STORE_AUTH not 0).
+	storeAuth    bool
+	listenHost   string
+	socketIfname string
 	// storeLocal is this rank's address on its connection to the store
 	// Init opened, if that is a TCP store.
 	storeLocal net.Addr
@@ -212,6 +215,13 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 			cfg.secret = []byte(v)
 		}
 	}
+	if cfg.secret != nil {
+		on, err := storeAuth(e.Get(EnvStoreAuth))
+		if err != nil {
+			return err
+		}
+		cfg.storeAuth = on
+	}
 	if cfg.listenHost == "" {
 		cfg.listenHost = e.Get(EnvSocketHost)
 	}
@@ -280,6 +290,17 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 	return nil
 }
 
+// storeAuth reads GOCOMM_STORE_AUTH.
+func storeAuth(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "", "1", "true", "on", "yes":
+		return true, nil
+	case "0", "false", "off", "no":
+		return false, nil
+	}
+	return false, env.Errorf("%s=%q: want 1 (the store rank 0 hosts requires GOCOMM_SECRET's handshake, the default) or 0 (torch ranks share the store)", EnvStoreAuth, v)
+}
+
 // debugLevel reads GOCOMM_DEBUG.
 func debugLevel(v string) (slog.Level, bool, error) {
 	switch strings.ToLower(v) {
@@ -330,13 +351,21 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 		if cfg.rank == 0 {
 			addr = r.HostAddr()
 		}
-		tcp, err := rendezvous.NewTCPStore(ctx, addr, cfg.rank == 0)
+		var opts []rendezvous.TCPOption
+		if cfg.storeAuth {
+			opts = append(opts, rendezvous.WithSecret(cfg.secret))
+		}
+		if cfg.logger != nil {
+			opts = append(opts, rendezvous.WithLogger(cfg.logger))
+		}
+		tcp, err := rendezvous.NewTCPStore(ctx, addr, cfg.rank == 0, opts...)
 		if err != nil {
 			return nil, fail(err)
 		}
 		st = tcp
 		cfg.storeLocal = tcp.LocalAddr()
 	case RendezvousAgent:
+		// torchrun's agent hosts the store: torch cannot authenticate.
 		tcp, err := rendezvous.DialTCPStore(ctx, r.Addr)
 		if err != nil {
 			return nil, fail(err)

@@ -64,7 +64,12 @@ func (l Launcher) String() string {
 //	                                     ALLGATHER, REDUCESCATTER, GATHER, SCATTER, ALLTOALL,
 //	                                     BARRIER: auto, ring, recursive-doubling (rd),
 //	                                     halving-doubling (hd), tree, pairwise, linear
-//	GOCOMM_SECRET         Secret         shared secret authenticating data connections
+//	GOCOMM_SECRET         Secret         shared secret authenticating data connections and,
+//	                                     when rank 0 hosts the store, store connections
+//	GOCOMM_STORE_AUTH     -              1 (default): with a secret, the store rank 0 hosts
+//	                                     requires the handshake; 0: it does not, for jobs
+//	                                     where torch ranks share it (they cannot authenticate).
+//	                                     A store torchrun's agent hosts is never authenticated
 //	GOCOMM_SOCKET_HOST    ListenHost     host/IP data connections bind to and publish
 //	GOCOMM_SOCKET_IFNAME  SocketIfname   interface whose address they use instead: eth0, a
 //	                                     prefix (eth), =exact, ^excluded,list

@@ -44,6 +44,9 @@ const (
 	EnvTimeout    = "GOCOMM_TIMEOUT"
 	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
 	EnvSecret     = "GOCOMM_SECRET"
+	// EnvStoreAuth: 0 lets torch ranks share a store rank 0 hosts
+	// although GOCOMM_SECRET is set (they cannot authenticate).
+	EnvStoreAuth  = "GOCOMM_STORE_AUTH"
 	EnvSocketHost = "GOCOMM_SOCKET_HOST"
 	// EnvSocketIfname chooses the data connections' address by interface
 	// name; GLOO_SOCKET_IFNAME is read when it is unset.

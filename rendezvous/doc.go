@@ -108,11 +108,26 @@
 // wait never reaches it; it also checks the keys again after every
 // STOP_WAITING before a Wait or Get returns.
 //
+// # Authentication
+//
+// With WithSecret (comm.Init passes GOCOMM_SECRET when rank 0 hosts the
+// store), every connection first runs an HMAC-SHA256 challenge-response
+// with the secret (see WithSecret; the opener starts with "GCSA", no query
+// of either dialect), proving each side to the other; the server closes
+// and logs (WithLogger, rate-limited) a connection that does not, and
+// serves the others. Torch cannot authenticate, so the secret is for jobs
+// whose store only gocomm ranks use: comm.Init does not authenticate to a
+// store torchrun's agent hosts, and GOCOMM_STORE_AUTH=0 turns the
+// requirement off when torch ranks share a store rank 0 hosts. A connection
+// must finish the handshake within the auth timeout (WithAuthTimeout), so a
+// half-open or slow-drip stranger holds nothing for long.
+//
 // Limits: the server closes a connection that sends a key over MaxKeyLen,
 // a value over MaxValueLen, more than MaxKeys keys in one query, an unknown
 // query, a GET of a missing key or an ADD to a value that is not a decimal
-// int64, and keeps serving the others. It allocates a value as its bytes
-// arrive, never on the strength of a length alone.
+// int64, and keeps serving the others (Refused counts them). It allocates
+// a value as its bytes arrive (4 KiB, then at most double what arrived),
+// never on the strength of a length alone.
 //
 // # The file store format
 //

@@ -2,6 +2,7 @@ package rendezvous
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ type TCPStore struct {
 	addr    string
 	dialect dialect
 	server  *TCPStoreServer // set when this store is the master (NewTCPStore)
+	secret  []byte          // WithSecret: authenticate every connection (tcpauth.go)
 	done    chan struct{}   // closed by Close
 
 	// mainConn holds the main connection while no request uses it; nil in
@@ -55,16 +57,17 @@ type clientConn struct {
 // NewTCPStore returns the store of a job whose master is at addr. If isMaster,
 // it first starts a TCPStoreServer listening on addr (port 0 picks one; see
 // Addr) and Close of the returned store also stops that server. Otherwise it
-// dials addr as DialTCPStore does, retrying until ctx is done.
-func NewTCPStore(ctx context.Context, addr string, isMaster bool) (*TCPStore, error) {
+// dials addr as DialTCPStore does, retrying until ctx is done. The options
+// apply to the server and the client (see WithSecret).
+func NewTCPStore(ctx context.Context, addr string, isMaster bool, opts ...TCPOption) (*TCPStore, error) {
 	if !isMaster {
-		return DialTCPStore(ctx, addr)
+		return DialTCPStore(ctx, addr, opts...)
 	}
-	srv, err := ListenTCPStore(addr)
+	srv, err := ListenTCPStore(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	st, err := DialTCPStore(ctx, srv.Addr().String())
+	st, err := DialTCPStore(ctx, srv.Addr().String(), opts...)
 	if err != nil {
 		srv.Close()
 		return nil, err
@@ -76,20 +79,23 @@ func NewTCPStore(ctx context.Context, addr string, isMaster bool) (*TCPStore, er
 // DialTCPStore connects to the TCP store server at addr ("host:port"),
 // retrying with backoff until one accepts or ctx is done: ranks may start
 // before the master does. Give ctx a deadline. The error after ctx is done
-// wraps ErrMasterUnreachable and names addr.
-func DialTCPStore(ctx context.Context, addr string) (*TCPStore, error) {
-	return dialTCPStore(ctx, addr, dialectV1)
+// wraps ErrMasterUnreachable and names addr. With WithSecret, every
+// connection authenticates first; a failed authentication is not retried
+// (the error wraps ErrAuth).
+func DialTCPStore(ctx context.Context, addr string, opts ...TCPOption) (*TCPStore, error) {
+	return dialTCPStore(ctx, addr, dialectV1, opts...)
 }
 
 // dialTCPStore is DialTCPStore speaking the given dialect (the 2.x one only
 // tests our server).
-func dialTCPStore(ctx context.Context, addr string, d dialect) (*TCPStore, error) {
+func dialTCPStore(ctx context.Context, addr string, d dialect, opts ...TCPOption) (*TCPStore, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, &Error{Op: "dial", Store: "tcp " + addr, Err: fmt.Errorf("the store address must be host:port (MASTER_ADDR:MASTER_PORT): %w", err)}
 	}
 	s := &TCPStore{
 		addr:     addr,
 		dialect:  d,
+		secret:   tcpOpts(opts).secret,
 		done:     make(chan struct{}),
 		mainConn: make(chan *clientConn, 1),
 		conns:    map[*clientConn]struct{}{},
@@ -101,6 +107,9 @@ func dialTCPStore(ctx context.Context, addr string, d dialect) (*TCPStore, error
 		if err == nil {
 			s.mainConn <- c
 			return s, nil
+		}
+		if errors.Is(err, ErrAuth) {
+			return nil, &Error{Op: "dial", Store: "tcp " + addr, Err: err}
 		}
 		if ctx.Err() != nil {
 			if lastErr == nil {
@@ -133,6 +142,15 @@ func (s *TCPStore) dial(ctx context.Context) (*clientConn, error) {
 		return nil, err
 	}
 	c := &clientConn{nc: nc, br: bufio.NewReader(nc)}
+	if s.secret != nil {
+		if ok, err := s.exchange(ctx, c, func(c *clientConn) error { return clientAuth(c.br, c.nc, s.secret) }); !ok {
+			nc.Close()
+			if err == nil || ctx.Err() != nil {
+				err = cmp.Or(ctx.Err(), err)
+			}
+			return nil, err
+		}
+	}
 	if s.dialect == dialectV2 {
 		b, _ := appendRequest(nil, dialectV2, request{op: opValidate, word: validationMagic})
 		if ok, err := s.exchange(ctx, c, func(c *clientConn) error { return c.send(b) }); !ok {

@@ -259,10 +259,11 @@ func readU64(r io.Reader) (uint64, error) {
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// readChunk bounds how much readSized allocates ahead of the bytes actually
-// received, so a peer announcing a huge length and sending nothing costs
-// little.
-const readChunk = 1 << 20
+// firstChunk is what readSized allocates before any byte of a value has
+// arrived; it then at most doubles what it holds, so a peer announcing a
+// huge length and sending little costs little (a flood of such
+// connections, 4 KiB each).
+const firstChunk = 4 << 10
 
 // readSized reads a uint64 length and that many bytes, refusing lengths
 // over limit.
@@ -274,11 +275,13 @@ func readSized(r io.Reader, limit uint64, what string) ([]byte, error) {
 	if n > limit {
 		return nil, fmt.Errorf("%w: %s of %d bytes (limit %d)", ErrTooLarge, what, n, limit)
 	}
-	buf := make([]byte, 0, min(n, readChunk))
+	buf := make([]byte, 0, min(n, firstChunk))
 	for uint64(len(buf)) < n {
-		k := int(min(n-uint64(len(buf)), readChunk))
+		if len(buf) == cap(buf) {
+			buf = append(make([]byte, 0, min(n, 2*uint64(cap(buf)))), buf...)
+		}
 		start := len(buf)
-		buf = append(buf, make([]byte, k)...)
+		buf = buf[:cap(buf)]
 		if _, err := io.ReadFull(r, buf[start:]); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -21,10 +22,20 @@ import (
 // something the server cannot serve (an unknown query, a key over
 // MaxKeyLen, a value over MaxValueLen, more than MaxKeys keys, a GET of a
 // missing key, an ADD to a non-counter) is closed and the others carry on.
+//
+// With WithSecret, every connection must first pass the authenticated
+// handshake (see WithSecret); one that fails it, or does not finish it
+// within the auth timeout, is closed and logged, and the job goes on.
+// Refused counts the connections closed for either reason.
 type TCPStoreServer struct {
 	ln   net.Listener
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
+
+	secret      []byte       // nil: no authentication
+	logger      *slog.Logger // refusals; nil: not logged
+	authTimeout time.Duration
+	refused     refusalLog
 
 	mu     sync.Mutex // protects following
 	t      *table
@@ -33,8 +44,10 @@ type TCPStoreServer struct {
 }
 
 // ListenTCPStore starts a TCP store server listening on addr ("host:port";
-// port 0 picks a free one, see Addr).
-func ListenTCPStore(addr string) (*TCPStoreServer, error) {
+// port 0 picks a free one, see Addr). Options: WithSecret, WithLogger,
+// WithAuthTimeout.
+func ListenTCPStore(addr string, opts ...TCPOption) (*TCPStoreServer, error) {
+	o := tcpOpts(opts)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, &Error{Op: "listen", Store: "tcp " + addr, Err: fmt.Errorf("cannot listen for the store (is another job's master still on this port?): %w", err)}
@@ -44,6 +57,10 @@ func ListenTCPStore(addr string) (*TCPStoreServer, error) {
 		done:  make(chan struct{}),
 		t:     newTable(),
 		conns: map[*serverConn]struct{}{},
+
+		secret:      o.secret,
+		logger:      o.logger,
+		authTimeout: o.authTimeout,
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -146,6 +163,9 @@ func (c *serverConn) serve() {
 		delete(c.srv.conns, c)
 		c.srv.mu.Unlock()
 	}()
+	if !c.admit() {
+		return
+	}
 	d, err := detectDialect(c.br)
 	if err != nil {
 		return
@@ -154,16 +174,35 @@ func (c *serverConn) serve() {
 	for {
 		req, err := readRequest(c.br, d)
 		if err != nil {
+			c.violation(err)
 			return
 		}
 		if d == dialectV2 && first != (req.op == opValidate) {
-			return // 2.x: VALIDATE first and only first
+			c.violation(fmt.Errorf("%w: %v: VALIDATE must come first and only first", ErrProtocol, req.op))
+			return
 		}
 		first = false
 		if err := c.serveRequest(req); err != nil {
+			c.violation(err)
 			return
 		}
 	}
+}
+
+// violation counts and logs a connection closed for what it sent: an
+// unknown query, an oversized length, a request the server cannot serve.
+// A hang-up or a network error is no violation.
+func (c *serverConn) violation(err error) {
+	var reason error
+	switch {
+	case errors.Is(err, errUnknownQuery), errors.Is(err, ErrTooLarge), errors.Is(err, ErrProtocol):
+		reason = err
+	case errors.Is(err, errDrop):
+		reason = errors.New("a request the server cannot serve (GET of a missing key, ADD to a non-counter, WATCH_KEY or a bad VALIDATE)")
+	default:
+		return
+	}
+	c.srv.refused.note(c.srv.logger, c.nc.RemoteAddr(), reason)
 }
 
 // serveRequest applies req and writes its answer, preceded by the
