@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"reflect"
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
@@ -27,12 +28,17 @@ func NewBFloat16(f float32) BFloat16 { return BFloat16(kernel.F32ToBF16(f)) }
 // Float32 widens b exactly.
 func (b BFloat16) Float32() float32 { return kernel.BF16ToF32(uint16(b)) }
 
-// Numeric is the set of element types collectives move and reduce.
-// int and uint are 64-bit on the platforms gocomm supports.
+// Numeric is the set of element types collectives move and reduce: the
+// sized integers, int and uint (64-bit on the platforms gocomm supports),
+// float32, float64, Float16 and BFloat16, and every type defined on one of
+// them (type Grad float32 is a float32 to gocomm). Float16 and BFloat16
+// are defined on uint16, so a type defined on Float16 or BFloat16 in turn
+// (type Half comm.Float16) is a uint16 to gocomm, reduced as an integer:
+// use Float16 and BFloat16 themselves for half-precision data.
 type Numeric interface {
-	int8 | int16 | int32 | int64 | int |
-		uint8 | uint16 | uint32 | uint64 | uint |
-		float32 | float64 | Float16 | BFloat16
+	~int8 | ~int16 | ~int32 | ~int64 | ~int |
+		~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint |
+		~float32 | ~float64
 }
 
 // DType names an element type (wire and kernel level).
@@ -54,7 +60,9 @@ const (
 	Avg  = backend.Avg
 )
 
-// dtypeOf returns the DType of T.
+// dtypeOf returns the DType of T: the exact element types first (Float16
+// and BFloat16 among them), then, for a type defined on one, the DType of
+// its underlying type.
 func dtypeOf[T Numeric]() DType {
 	var z T
 	switch any(z).(type) {
@@ -83,7 +91,35 @@ func dtypeOf[T Numeric]() DType {
 	case BFloat16:
 		return backend.BFloat16
 	}
-	panic("unreachable: Numeric covers every case")
+	return dtypeOfKind(reflect.TypeFor[T]().Kind())
+}
+
+// dtypeOfKind is the DType of a defined type's underlying kind (Numeric's
+// ~ terms: nothing else reaches it).
+func dtypeOfKind(k reflect.Kind) DType {
+	switch k {
+	case reflect.Int8:
+		return backend.Int8
+	case reflect.Int16:
+		return backend.Int16
+	case reflect.Int32:
+		return backend.Int32
+	case reflect.Int64, reflect.Int:
+		return backend.Int64
+	case reflect.Uint8:
+		return backend.Uint8
+	case reflect.Uint16:
+		return backend.Uint16
+	case reflect.Uint32:
+		return backend.Uint32
+	case reflect.Uint64, reflect.Uint:
+		return backend.Uint64
+	case reflect.Float32:
+		return backend.Float32
+	case reflect.Float64:
+		return backend.Float64
+	}
+	panic("unreachable: Numeric's underlying types are all listed")
 }
 
 // asBytes views s as its raw bytes (no copy).

@@ -58,6 +58,7 @@ func Cases(o Options) []Case {
 	cs = append(cs, movementCases[comm.BFloat16]()...)
 	cs = append(cs, movementCases[int]()...)
 	cs = append(cs, miscCases()...)
+	cs = append(cs, namedCases()...)
 	if o.Large {
 		cs = append(cs, largeCases()...)
 	}

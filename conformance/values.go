@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"reflect"
 	"unsafe"
 
 	"github.com/gocomm/comm"
@@ -53,7 +54,21 @@ func infoOf[T comm.Numeric]() typeInfo {
 	case int:
 		return typeInfo{"int", false, false}
 	}
-	panic(fmt.Sprintf("conformance: no typeInfo for %T", z))
+	return namedInfo(reflect.TypeFor[T]())
+}
+
+// namedInfo describes a type defined on an element type (type Grad
+// float32): what its underlying type is, named after the type itself.
+func namedInfo(t reflect.Type) typeInfo {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return typeInfo{t.Name(), true, false}
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uint:
+		return typeInfo{t.Name(), false, true}
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Int:
+		return typeInfo{t.Name(), false, false}
+	}
+	panic(fmt.Sprintf("conformance: no typeInfo for %v", t))
 }
 
 // of converts an exactly representable integer value to T.
@@ -88,8 +103,23 @@ func of[T comm.Numeric](v int64) T {
 		*p = uint64(v)
 	case *uint:
 		*p = uint(v)
+	default:
+		setNamed(reflect.ValueOf(&z).Elem(), float64(v), v)
 	}
 	return z
+}
+
+// setNamed sets x, of a type defined on an element type, to v (f for the
+// floating-point kinds, exactly representable).
+func setNamed(x reflect.Value, f float64, v int64) {
+	switch {
+	case x.CanFloat():
+		x.SetFloat(f)
+	case x.CanInt():
+		x.SetInt(v)
+	case x.CanUint():
+		x.SetUint(uint64(v))
+	}
 }
 
 // value is element i of rank r's input for a reduction with op. Products
@@ -236,6 +266,13 @@ func reduceRef[T comm.Numeric](op comm.ReduceOp, n, i int) T {
 		return any(comm.NewFloat16(float32(acc) / float32(n))).(T)
 	case comm.BFloat16:
 		return any(comm.NewBFloat16(float32(acc) / float32(n))).(T)
+	}
+	// A type defined on float32 or float64: divide in its precision.
+	x := reflect.ValueOf(&z).Elem()
+	if x.Kind() == reflect.Float32 {
+		x.SetFloat(float64(float32(acc) / float32(n)))
+	} else {
+		x.SetFloat(float64(acc) / float64(n))
 	}
 	return z
 }
