@@ -36,6 +36,12 @@ type Options struct {
 	// (MASTER_ADDR, MASTER_PORT).
 	MasterAddr string
 	MasterPort int
+	// InitMethod is the meeting place as torch's init_method names it
+	// (GOCOMM_INIT_METHOD): "env://" (the default: MASTER_ADDR and
+	// MASTER_PORT, or the launcher's), "tcp://host:port" (rank 0 hosts
+	// the store there) or "file:///absolute/path" (a file every rank can
+	// reach). MasterAddr/MasterPort and Store take precedence over it.
+	InitMethod string
 	// Store replaces the TCP store (a FileStore on a shared file system, a
 	// MemStore for worlds inside one process, or any rendezvous.Store).
 	Store rendezvous.Store
@@ -85,6 +91,14 @@ type Options struct {
 	// (Init only: NewLocalWorld reads no environment), and a Config whose
 	// Enabled is false is off.
 	Profile *profile.Config
+	// DebugAddr, "host:port", serves the flight recorders as JSON over
+	// HTTP (GOCOMM_DEBUG_ADDR): local rank l listens on port+l, and port 0
+	// lets the kernel choose (see Comm.DebugAddr). "" serves nothing.
+	DebugAddr string
+	// FlightRecorderSignal dumps the flight recorders as JSON on SIGUSR1
+	// (GOCOMM_FLIGHT_RECORDER_SIGNAL): "1" or "stderr" to standard error,
+	// else into that directory. "" leaves SIGUSR1 alone.
+	FlightRecorderSignal string
 }
 
 // Comm is a communicator: the world, or a group of it. Collectives are
@@ -106,12 +120,26 @@ type Comm struct {
 	store   rendezvous.Store
 	// ownStore is set when Init created the store (it closes it).
 	ownStore bool
+	// backendName is the name of the driver the world was opened with
+	// (Backend).
+	backendName string
 
 	// prof is the comms logger (profiler.go), shared by a world and its
 	// groups; nil when it is off.
 	prof *profiler
 
-	mu     sync.Mutex // protects seq and closed
+	// ops holds the user-defined reduce ops (userop.go); on the world only.
+	ops opTable
+
+	// rec is this communicator's flight recorder (flightrec.go); flight,
+	// on the world only, holds its groups' recorders too.
+	rec    *flightRecorder
+	flight *flightWorld
+	// shrink is what Shrink needs to open a world of the survivors
+	// (shrink.go); on the world only.
+	shrink shrinkState
+
+	mu     sync.Mutex // protects seq, closed and ownStore
 	seq    uint64
 	closed bool
 }
@@ -166,6 +194,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		c.local.rank, c.local.size = li.Local()
 	}
 	c.store, c.ownStore = store, own
+	c.backendName = cfg.backend
+	c.shrink.init(cfg.backend, bcfg, cfg.profiling)
+	if err := c.startFlight(opts); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -180,6 +214,7 @@ func newWorld(be backend.Comm, timeout time.Duration, log *slog.Logger) *Comm {
 	}
 	c.local.size = c.size
 	c.local.rank = c.rank
+	c.attachFlight()
 	return c
 }
 
@@ -203,6 +238,7 @@ func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	for i, ep := range eps {
 		be := native.NewWorld(ep, backend.Config{Rank: i, Size: n, Timeout: timeout, Algorithms: opts.Algorithms, Logger: opts.Logger})
 		world[i] = newWorld(be, timeout, opts.Logger)
+		world[i].backendName = "native"
 		world[i].prof = newProfiler(prof, i)
 	}
 	return world, nil
@@ -271,11 +307,23 @@ func (c *Comm) Close() error {
 	if c.be == nil {
 		return nil
 	}
-	err := c.be.Close()
-	if c.ownStore && c.store != nil {
+	var err error
+	if c.flight != nil {
+		// Before the store closes: the watcher uses it.
+		c.flight.stopWatcher()
+		err = c.flight.stopDebug()
+	}
+	err = errors.Join(err, c.be.Close())
+	c.mu.Lock()
+	own := c.ownStore
+	c.mu.Unlock()
+	if own && c.store != nil {
 		// The master's store serves the others until they are gone too;
 		// closing it early would only hurt ranks still in their own Close.
 		err = errors.Join(err, c.store.Close())
+	}
+	if st := c.shrink.takeOwned(); st != nil {
+		err = errors.Join(err, st.Close()) // the store a shrunk world inherited
 	}
 	return err
 }

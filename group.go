@@ -115,6 +115,7 @@ func (c *Comm) makeGroup(ctx context.Context, ranks []int, id uint64) (*Comm, er
 	for i, r := range ranks {
 		g.global[i] = c.global[r]
 	}
+	g.attachGroupFlight()
 	return g, nil
 }
 

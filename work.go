@@ -88,9 +88,23 @@ func (w *Work) syncSource() (int, error) {
 	return source, err
 }
 
-// execute performs the operation and records it when it is profiled.
+// execute performs the operation and records it when it is profiled. It
+// is the one place every operation enters and leaves: the flight recorder
+// (flightrec.go) notes both, and a failure is explained there
+// (flightexchange.go).
 func (w *Work) execute() {
+	rec := w.c.rec
+	var ord uint64
+	if rec != nil {
+		ord = rec.enter(w.req)
+	}
 	w.c.perform(w.ctx, w.req, w)
+	if rec != nil {
+		rec.exit(ord, w.err)
+		if w.err != nil {
+			w.err = w.c.explainFailure(w.req, w.err)
+		}
+	}
 	if w.post != nil && w.err == nil {
 		w.post()
 	}

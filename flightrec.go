@@ -1,0 +1,276 @@
+package comm
+
+// The flight recorder: every communicator keeps a ring of its recent
+// operations (what, how big, with whom, when it was entered and left, how
+// it ended), as torch's NCCL flight recorder does. Work.execute is the one
+// place operations enter and leave; recording costs two clock reads and an
+// uncontended lock, and allocates nothing. The rings are read by
+// FlightRecord, the SIGUSR1 dump and the debug HTTP endpoint (debughttp.go),
+// and by the exchange that explains a timeout (flightexchange.go).
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gocomm/comm/backend"
+)
+
+// flightRingSize is how many recent operations a communicator remembers.
+const flightRingSize = 128
+
+// flightState is how far an operation got.
+type flightState uint8
+
+const (
+	flightPending flightState = iota + 1 // entered, not yet left
+	flightDone                           // left without an error
+	flightFailed                         // left with an error
+)
+
+func (s flightState) String() string {
+	switch s {
+	case flightPending:
+		return "pending"
+	case flightDone:
+		return "done"
+	case flightFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// flightEntry is one operation in a ring.
+type flightEntry struct {
+	ord         uint64 // 1 + the number of operations entered before it
+	seq         uint64
+	kind        backend.Kind
+	dtype       backend.DType
+	op          backend.Op
+	root, peer  int32
+	send, recv  int64 // buffer sizes in bytes
+	enter, exit time.Time
+	state       flightState
+	err         error
+}
+
+// flightRecorder is one communicator's ring.
+type flightRecorder struct {
+	id     uint64
+	rank   int   // this rank in the communicator
+	global []int // communicator rank -> world rank; read-only
+
+	mu        sync.Mutex // protects following
+	ring      [flightRingSize]flightEntry
+	n         uint64 // operations entered
+	lastSeq   uint64 // highest collective sequence number entered
+	sent      int64  // payload bytes of completed operations' send buffers
+	received  int64  // and of their receive buffers
+	completed uint64
+}
+
+func newFlightRecorder(id uint64, rank int, global []int) *flightRecorder {
+	return &flightRecorder{id: id, rank: rank, global: global}
+}
+
+// enter records that req starts now and returns its ordinal for exit.
+func (r *flightRecorder) enter(req *backend.Request) uint64 {
+	now := time.Now()
+	root, peer := int32(-1), int32(-1)
+	switch req.Kind {
+	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
+		backend.KindScatter, backend.KindScatterV:
+		root = int32(req.Root)
+	case backend.KindSend, backend.KindRecv:
+		peer = int32(req.Peer)
+	}
+	r.mu.Lock()
+	r.n++
+	ord := r.n
+	r.ring[ord%flightRingSize] = flightEntry{
+		ord: ord, seq: req.Seq, kind: req.Kind, dtype: req.DType, op: req.Op,
+		root: root, peer: peer, send: int64(len(req.Send)), recv: int64(len(req.Recv)),
+		enter: now, state: flightPending,
+	}
+	r.lastSeq = max(r.lastSeq, req.Seq)
+	r.mu.Unlock()
+	return ord
+}
+
+// exit records how the operation entered as ord ended. An entry the ring
+// has already overwritten (more than flightRingSize operations in flight)
+// is forgotten.
+func (r *flightRecorder) exit(ord uint64, err error) {
+	now := time.Now()
+	r.mu.Lock()
+	e := &r.ring[ord%flightRingSize]
+	if e.ord == ord {
+		e.exit = now
+		if err != nil {
+			e.state, e.err = flightFailed, err
+		} else {
+			e.state = flightDone
+			r.sent += e.send
+			r.received += e.recv
+			r.completed++
+		}
+	}
+	r.mu.Unlock()
+}
+
+// FlightOp is one operation of a flight record.
+type FlightOp struct {
+	Seq       uint64    `json:"seq"` // the collective's sequence number; 0 for Send and Recv
+	Op        string    `json:"op"`  // all_reduce, broadcast, send... (the comms logger's names)
+	DType     string    `json:"dtype"`
+	Reduce    string    `json:"reduce,omitempty"` // the reduction operator, for reductions
+	Root      int       `json:"root"`             // rooted collectives' root, else -1
+	Peer      int       `json:"peer"`             // Send and Recv's peer, else -1
+	SendBytes int64     `json:"send_bytes"`
+	RecvBytes int64     `json:"recv_bytes"`
+	Entered   time.Time `json:"entered"`
+	Exited    time.Time `json:"exited,omitzero"`
+	State     string    `json:"state"` // pending, done or failed
+	Error     string    `json:"error,omitempty"`
+}
+
+// FlightComm is the flight record of one communicator.
+type FlightComm struct {
+	ID            uint64     `json:"id"`
+	Rank          int        `json:"rank"`  // this process's rank in the communicator
+	Ranks         []int      `json:"ranks"` // the members' world ranks, in communicator rank order
+	Ops           uint64     `json:"ops"`   // operations entered so far
+	Completed     uint64     `json:"completed"`
+	LastSeq       uint64     `json:"last_seq"` // highest collective sequence number entered
+	BytesSent     int64      `json:"bytes_sent"`
+	BytesReceived int64      `json:"bytes_received"`
+	Pending       []FlightOp `json:"pending"`
+	Recent        []FlightOp `json:"recent"` // the last operations, oldest first (pending ones included)
+}
+
+// FlightRecord is a dump of the flight recorders of one world in this
+// process: the world and the groups made from it.
+type FlightRecord struct {
+	Rank  int          `json:"rank"` // world rank
+	Size  int          `json:"size"` // world size
+	PID   int          `json:"pid"`
+	Time  time.Time    `json:"time"`
+	Comms []FlightComm `json:"comms"`
+}
+
+func (e *flightEntry) export() FlightOp {
+	op := FlightOp{
+		Seq: e.seq, Op: opName(e.kind), DType: e.dtype.String(), Root: int(e.root), Peer: int(e.peer),
+		SendBytes: e.send, RecvBytes: e.recv, Entered: e.enter, Exited: e.exit, State: e.state.String(),
+	}
+	if isReduction(e.kind) {
+		op.Reduce = e.op.String()
+	}
+	if e.err != nil {
+		op.Error = e.err.Error()
+	}
+	return op
+}
+
+func isReduction(k backend.Kind) bool {
+	switch k {
+	case backend.KindAllReduce, backend.KindReduce, backend.KindReduceScatter, backend.KindReduceScatterV:
+		return true
+	}
+	return false
+}
+
+// snapshot copies the ring's last n operations (all when n <= 0).
+func (r *flightRecorder) snapshot(n int) FlightComm {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fc := FlightComm{
+		ID: r.id, Rank: r.rank, Ranks: slices.Clone(r.global), Ops: r.n, Completed: r.completed,
+		LastSeq: r.lastSeq, BytesSent: r.sent, BytesReceived: r.received,
+		Pending: []FlightOp{}, Recent: []FlightOp{},
+	}
+	kept := min(r.n, flightRingSize)
+	if n > 0 {
+		kept = min(kept, uint64(n))
+	}
+	for ord := r.n - kept + 1; ord <= r.n; ord++ {
+		e := &r.ring[ord%flightRingSize]
+		if e.ord != ord {
+			continue
+		}
+		op := e.export()
+		fc.Recent = append(fc.Recent, op)
+	}
+	// Pending operations older than the kept window still matter.
+	for i := range r.ring {
+		if e := &r.ring[i]; e.state == flightPending {
+			fc.Pending = append(fc.Pending, e.export())
+		}
+	}
+	slices.SortFunc(fc.Pending, func(a, b FlightOp) int { return a.Entered.Compare(b.Entered) })
+	return fc
+}
+
+// flightWorld holds the recorders of a world and of its groups, and the
+// exchange state (flightexchange.go) and debug endpoints (debughttp.go)
+// that serve them.
+type flightWorld struct {
+	rank, size int // world rank and size
+
+	mu   sync.Mutex // protects recs
+	recs []*flightRecorder
+
+	exchange flightExchange
+	debug    debugServer
+}
+
+func (f *flightWorld) add(r *flightRecorder) {
+	f.mu.Lock()
+	f.recs = append(f.recs, r)
+	f.mu.Unlock()
+}
+
+func (f *flightWorld) recorders() []*flightRecorder {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.recs)
+}
+
+func (f *flightWorld) record(recent int) FlightRecord {
+	fr := FlightRecord{Rank: f.rank, Size: f.size, PID: os.Getpid(), Time: time.Now()}
+	for _, r := range f.recorders() {
+		fr.Comms = append(fr.Comms, r.snapshot(recent))
+	}
+	return fr
+}
+
+// FlightRecord returns a copy of the flight recorders of c's world (the
+// world and every group made from it on this rank): for each
+// communicator, its last operations (up to 128) and those still pending,
+// the highest sequence number entered, and the payload bytes of completed
+// operations. It is safe to call at any time, from any goroutine; the
+// result belongs to the caller. A non-member communicator returns its
+// world's record.
+func (c *Comm) FlightRecord() FlightRecord {
+	f := c.root().flight
+	if f == nil {
+		return FlightRecord{Rank: -1, PID: os.Getpid(), Time: time.Now()}
+	}
+	return f.record(0)
+}
+
+// attachFlight gives a new world its recorder set and c its recorder.
+func (c *Comm) attachFlight() {
+	c.flight = &flightWorld{rank: c.rank, size: c.size}
+	c.rec = newFlightRecorder(c.id, c.rank, c.global)
+	c.flight.add(c.rec)
+}
+
+// attachGroupFlight gives a group made from a world its recorder.
+func (g *Comm) attachGroupFlight() {
+	if f := g.root().flight; f != nil && g.be != nil {
+		g.rec = newFlightRecorder(g.id, g.rank, g.global)
+		f.add(g.rec)
+	}
+}
