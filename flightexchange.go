@@ -169,12 +169,14 @@ func timeoutCause(err error) (own, remote bool) {
 	return errors.Is(err, context.DeadlineExceeded), false
 }
 
-// deadRanks lists the world ranks err says were lost (their connection
-// broke without a goodbye).
+// deadRanks lists the world ranks err says are gone: lost (their
+// connection broke without a goodbye) or closed. Neither answers the
+// exchange nor comes to Shrink.
 func deadRanks(err error) []int {
 	var dead []int
 	walkErrors(err, func(e error) {
-		if pe, ok := e.(*core.PeerError); ok && errors.Is(pe.Err, core.ErrPeerLost) && !slices.Contains(dead, pe.Peer) {
+		pe, ok := e.(*core.PeerError)
+		if ok && (errors.Is(pe.Err, core.ErrPeerLost) || errors.Is(pe.Err, core.ErrPeerClosed)) && !slices.Contains(dead, pe.Peer) {
 			dead = append(dead, pe.Peer)
 		}
 	})
@@ -366,7 +368,7 @@ func analyzeDesync(inc flightIncident, heads map[int]FlightRecord, dead []int, g
 		parts = append(parts, fmt.Sprintf("%s did not answer within %v (dead, or the process is stuck)", rankList(d.NoAnswer), grace))
 	}
 	if len(d.Dead) > 0 {
-		parts = append(parts, rankList(d.Dead)+" lost (connection broke without a goodbye)")
+		parts = append(parts, rankList(d.Dead)+" gone (connection lost, or communicator closed)")
 	}
 	comm := ""
 	if inc.Comm != 1 {

@@ -57,7 +57,7 @@ func TestAnalyzeDesync(t *testing.T) {
 		"ranks 2,3 never entered it (rank 2 last entered broadcast #41 (done), rank 3 is inside barrier #40)",
 		"ranks 0,1 entered it and did not complete it",
 		"rank 4 did not answer within 1s",
-		"rank 5 lost",
+		"rank 5 gone",
 	} {
 		if !strings.Contains(d.Detail, want) {
 			t.Errorf("detail lacks %q:\n%s", want, d.Detail)
@@ -75,8 +75,11 @@ func TestDeadRanksAndTimeoutCause(t *testing.T) {
 	if got := deadRanks(fmt.Errorf("wrapped: %w", errors.Join(lost, &core.PeerError{Peer: 3, Err: core.ErrPeerLost}))); !slices.Equal(got, []int{2, 3}) {
 		t.Errorf("deadRanks = %v, want [2 3]", got)
 	}
-	if got := deadRanks(&core.PeerError{Peer: 1, Err: core.ErrPeerClosed}); got != nil {
-		t.Errorf("a closed peer is not dead: %v", got)
+	if got := deadRanks(&core.PeerError{Peer: 1, Err: core.ErrPeerClosed}); !slices.Equal(got, []int{1}) {
+		t.Errorf("a closed peer is gone too: %v", got)
+	}
+	if got := deadRanks(&core.PeerError{Peer: 1, Err: core.ErrMismatch}); got != nil {
+		t.Errorf("a mismatched peer is alive: %v", got)
 	}
 	if own, remote := timeoutCause(&core.OpError{Err: fmt.Errorf("%w at step 0", context.DeadlineExceeded)}); !own || remote {
 		t.Errorf("own timeout: %v %v", own, remote)
