@@ -43,6 +43,13 @@ func helper(role string) int {
 		fmt.Println("waiting")
 		time.Sleep(time.Minute)
 		return 0
+	case "survive": // rank 1 fails; the others finish after it
+		if rank == "1" {
+			return 3
+		}
+		time.Sleep(500 * time.Millisecond)
+		fmt.Println("survived")
+		return 0
 	case "sleep": // stopped by SIGTERM (Go's default action)
 		fmt.Println("sleeping")
 		time.Sleep(time.Minute)
@@ -228,6 +235,29 @@ func TestRunStopsTheOthersWhenOneFails(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("summary lacks %q:\n%s", want, msg)
 		}
+	}
+}
+
+// With KeepGoing the others run to their end after rank 1 fails, and the
+// job still fails naming rank 1.
+func TestRunKeepGoing(t *testing.T) {
+	var out testkit.LockedBuffer
+	cfg := helperConfig("survive", 3, &out)
+	cfg.KeepGoing = true
+	je, _ := runJob(t, cfg)
+	if je == nil || je.First == nil || je.First.Rank != 1 || !je.KeptGoing || je.ExitCode() != 3 {
+		t.Fatalf("job error %+v:\n%s", je, out.String())
+	}
+	for _, r := range []int{0, 2} {
+		if ex := je.Ranks[r]; ex.Failed() || ex.Stopped {
+			t.Errorf("rank %d did not run to its end: %+v", r, ex)
+		}
+	}
+	if n := strings.Count(out.String(), "survived"); n != 2 {
+		t.Errorf("%d ranks survived, want 2:\n%s", n, out.String())
+	}
+	if !strings.Contains(je.Error(), "left to run on (-keep-going)") {
+		t.Errorf("summary: %s", je.Error())
 	}
 }
 

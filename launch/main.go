@@ -50,6 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop every rank and fail after this long, e.g. 10m (default: no limit)")
 	fs.DurationVar(&cfg.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.IntVar(&cfg.TailLines, "tail", DefaultTailLines, "lines of a failed rank's output to repeat in the summary")
+	fs.BoolVar(&cfg.KeepGoing, "keep-going", false, "when a rank fails, let the others run on (for programs that recover with Comm.Shrink); the job still fails, naming the first failed rank")
 	var profiling bool
 	var traceDir string
 	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Comm.LogSummary")

@@ -73,6 +73,11 @@ type Config struct {
 	TailLines int
 	// Name prefixes the launcher's own messages (default "commrun").
 	Name string
+	// KeepGoing lets the other ranks run on when one fails (commrun
+	// -keep-going), for programs whose survivors recover (Comm.Shrink):
+	// Run waits for every rank and still returns a *JobError naming the
+	// first failure. Timeouts, signals and ctx stop the ranks as always.
+	KeepGoing bool
 }
 
 // withDefaults validates cfg and fills in its defaults. It may pick a
@@ -275,6 +280,9 @@ type JobError struct {
 	Canceled error
 	// Ranks holds every rank of this host, in rank order.
 	Ranks []RankExit
+	// KeptGoing: after First failed, the others were left to run on
+	// (Config.KeepGoing).
+	KeptGoing bool
 }
 
 // Error is the failure summary: the cause, the failed rank's last lines of
@@ -289,6 +297,9 @@ func (e *JobError) Error() string {
 			fmt.Fprintf(&b, " (pid %d)", f.PID)
 		}
 		writeTail(&b, e.Name, f)
+		if e.KeptGoing {
+			fmt.Fprintf(&b, "\n%s: the other ranks were left to run on (-keep-going)", e.Name)
+		}
 	case e.TimedOut:
 		fmt.Fprintf(&b, "%s: the job timed out after %v; every rank still running was stopped", e.Name, e.Timeout)
 	case e.Signal != nil:
@@ -456,23 +467,27 @@ func Run(ctx context.Context, cfg Config) error {
 			p := procs[l]
 			p.running = false
 			p.exit.Stopped = p.signaled && p.exit.Signal != nil
-			if p.exit.Failed() && !stopping {
+			if p.exit.Failed() && !stopping && je.First == nil {
 				je.First = &p.exit
-				stop(terminate)
+				if cfg.KeepGoing {
+					je.KeptGoing = true
+				} else {
+					stop(terminate)
+				}
 			}
 		case sig := <-cfg.Signals:
-			if je.Signal == nil && !stopping {
+			if je.Signal == nil && !stopping && je.First == nil {
 				je.Signal = sig
 			}
 			stop(sig)
 		case <-timeout:
-			if !stopping {
+			if !stopping && je.First == nil {
 				je.TimedOut, je.Timeout = true, cfg.Timeout
 			}
 			stop(terminate)
 		case <-done:
 			done = nil
-			if !stopping {
+			if !stopping && je.First == nil {
 				je.Canceled = ctx.Err()
 			}
 			stop(terminate)
