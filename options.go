@@ -119,6 +119,10 @@ func resolve(opts Options) (config, error) {
 // resolveRendezvous applies Options and GOCOMM_INIT_METHOD to the meeting
 // place and checks that a world of several ranks has one.
 func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
+	fromOpts, err := initMethodOption(opts.InitMethod)
+	if err != nil {
+		return err
+	}
 	if cfg.size == 1 || opts.Store != nil {
 		cfg.rdzv = Rendezvous{}
 		return nil
@@ -155,6 +159,10 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 		cfg.rdzv = Rendezvous{Kind: kind, Addr: net.JoinHostPort(host, strconv.Itoa(port)), Prefix: cfg.rdzv.Prefix, From: "Options.MasterAddr/MasterPort"}
 		return nil
 	}
+	if fromOpts.Kind != RendezvousNone {
+		cfg.rdzv = fromOpts // Options beat the environment
+		return nil
+	}
 	if cfg.rdzv.Kind != RendezvousNone {
 		return nil // from the launcher's variables
 	}
@@ -170,7 +178,7 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 	}
 	addr, port := e.Get(EnvMasterAddr), e.Get(EnvMasterPort)
 	if addr == "" && port == "" {
-		return env.Errorf("world of %d ranks but no rendezvous: set %s and %s (or Options.MasterAddr/MasterPort, or Options.Store, or %s)", cfg.size, EnvMasterAddr, EnvMasterPort, EnvInitMethod)
+		return env.Errorf("world of %d ranks but no rendezvous: set %s and %s (or Options.MasterAddr/MasterPort, Options.InitMethod, Options.Store, or %s)", cfg.size, EnvMasterAddr, EnvMasterPort, EnvInitMethod)
 	}
 	hp, err := env.MasterHostPort(addr, port)
 	if err != nil {
@@ -178,6 +186,20 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 	}
 	cfg.rdzv = Rendezvous{Kind: RendezvousTCP, Addr: hp, From: EnvMasterAddr + ":" + EnvMasterPort}
 	return nil
+}
+
+// initMethodOption parses Options.InitMethod: the zero Rendezvous for ""
+// and "env://" (the environment decides).
+func initMethodOption(s string) (Rendezvous, error) {
+	if s == "" || s == "env://" {
+		return Rendezvous{}, nil
+	}
+	r, err := env.ParseInitMethod(s)
+	if err != nil {
+		return r, env.Errorf("Options.InitMethod = %q: want env://, tcp://host:port (rank 0 hosts the store) or file:///absolute/path (a file every rank can reach)", s)
+	}
+	r.From = "Options.InitMethod"
+	return r, nil
 }
 
 // resolveKnobs applies the GOCOMM_* knobs Options left unset.

@@ -23,6 +23,42 @@ import (
 // of the same name returning *Work or *ObjectWork[...]. This is what the
 // README promises.
 func TestEveryCollectiveHasStartForm(t *testing.T) {
+	funcs := exportedFuncs(t, false)
+	blocking := blockingCollectives(t, funcs)
+	var missing []string
+	for _, name := range blocking {
+		start, ok := funcs["Start"+name]
+		if !ok || !returnsHandle(start) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("collectives without a Start form returning *Work or *ObjectWork: %v", missing)
+	}
+	t.Logf("%d blocking collectives: %v", len(blocking), blocking)
+}
+
+// TestEveryCollectiveHasExample: every blocking collective has an
+// Example function of its name, so that go doc shows it in use.
+func TestEveryCollectiveHasExample(t *testing.T) {
+	blocking := blockingCollectives(t, exportedFuncs(t, false))
+	examples := exportedFuncs(t, true)
+	var missing []string
+	for _, name := range blocking {
+		if _, ok := examples["Example"+name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("collectives without an Example function: %v", missing)
+	}
+}
+
+// exportedFuncs parses the package's non-test files (tests false) or its
+// test files (tests true) and returns their exported top-level functions
+// by name.
+func exportedFuncs(t *testing.T, tests bool) map[string]*ast.FuncDecl {
+	t.Helper()
 	fset := token.NewFileSet()
 	entries, err := os.ReadDir(".")
 	if err != nil {
@@ -31,7 +67,7 @@ func TestEveryCollectiveHasStartForm(t *testing.T) {
 	funcs := map[string]*ast.FuncDecl{}
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") != tests {
 			continue
 		}
 		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
@@ -44,31 +80,30 @@ func TestEveryCollectiveHasStartForm(t *testing.T) {
 			}
 		}
 	}
-	var blocking, missing []string
+	return funcs
+}
+
+// blockingCollectives returns, sorted, the names of funcs that are
+// collectives in blocking form: not Start..., first parameters (ctx, c
+// *Comm), not returning a handle. It fails the test if the scan misses
+// collectives it must see, since it would then prove nothing.
+func blockingCollectives(t *testing.T, funcs map[string]*ast.FuncDecl) []string {
+	t.Helper()
+	var blocking []string
 	for name, fd := range funcs {
-		if strings.HasPrefix(name, "Start") || !isCollective(fd) || returnsHandle(fd) {
-			continue
-		}
-		blocking = append(blocking, name)
-		start, ok := funcs["Start"+name]
-		if !ok || !returnsHandle(start) {
-			missing = append(missing, name)
+		if !strings.HasPrefix(name, "Start") && isCollective(fd) && !returnsHandle(fd) {
+			blocking = append(blocking, name)
 		}
 	}
 	slices.Sort(blocking)
-	slices.Sort(missing)
-	// The scan must see the collectives it is about, or it proves nothing.
 	for _, want := range []string{"AllReduce", "AllReduceCoalesced", "AllGatherCoalesced", "InferenceAllReduce",
 		"MonitoredBarrier", "BroadcastObject", "AllGatherObject", "GatherObject", "ScatterObject",
 		"ReduceObject", "AllReduceObject", "Recv", "Send", "Barrier", "AllToAllV"} {
 		if !slices.Contains(blocking, want) {
-			t.Errorf("the scan did not find the collective %s (found %v)", want, blocking)
+			t.Fatalf("the scan did not find the collective %s (found %v)", want, blocking)
 		}
 	}
-	if len(missing) > 0 {
-		t.Errorf("collectives without a Start form returning *Work or *ObjectWork: %v", missing)
-	}
-	t.Logf("%d blocking collectives: %v", len(blocking), blocking)
+	return blocking
 }
 
 // isCollective: the first two parameters are a context.Context and a *Comm.

@@ -1,0 +1,168 @@
+package comm_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gocomm/comm"
+)
+
+// Rank 0 sends; rank 1 receives from it with the same tag and length.
+func ExampleSend() {
+	forRanks(2, func(ctx context.Context, c *comm.Comm) (string, error) {
+		if c.Rank() == 0 {
+			return "sent", comm.Send(ctx, c, []float32{1.5, 2.5}, 1, 7)
+		}
+		buf := make([]float32, 2)
+		_, err := comm.Recv(ctx, c, buf, 0, 7)
+		return fmt.Sprint(buf), err
+	})
+	// Output:
+	// rank 0: sent
+	// rank 1: [1.5 2.5]
+}
+
+// A receive from AnySource learns who sent.
+func ExampleRecv() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		if c.Rank() != 0 {
+			return "", comm.Send(ctx, c, []int{100 * c.Rank()}, 0, 0)
+		}
+		got := make([]string, 2)
+		for range got {
+			buf := make([]int, 1)
+			from, err := comm.Recv(ctx, c, buf, comm.AnySource, 0)
+			if err != nil {
+				return "", err
+			}
+			got[from-1] = fmt.Sprintf("%d from rank %d", buf[0], from)
+		}
+		return strings.Join(got, ", "), nil
+	})
+	// Output:
+	// rank 0: 100 from rank 1, 200 from rank 2
+}
+
+// Every rank passes a value to its right-hand neighbour in a ring, all
+// sends and receives started at once.
+func ExampleBatchSendRecv() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		right, left := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
+		in := make([]int32, 1)
+		err := comm.BatchSendRecv(ctx, c, []comm.P2POp[int32]{
+			{Send: true, Buf: []int32{int32(c.Rank())}, Peer: right},
+			{Buf: in, Peer: left},
+		}).Wait()
+		return fmt.Sprintf("got %d from rank %d", in[0], left), err
+	})
+	// Output:
+	// rank 0: got 2 from rank 2
+	// rank 1: got 0 from rank 0
+	// rank 2: got 1 from rank 1
+}
+
+// config is a value the object examples move between ranks: any type
+// encoding/gob can encode.
+type config struct {
+	LR     float64
+	Layers []int
+}
+
+// Rank 0's configuration reaches every rank.
+func ExampleBroadcastObject() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		var cfg config
+		if c.Rank() == 0 {
+			cfg = config{LR: 0.01, Layers: []int{128, 10}}
+		}
+		err := comm.BroadcastObject(ctx, c, &cfg, 0)
+		return fmt.Sprintf("%+v", cfg), err
+	})
+	// Output:
+	// rank 0: {LR:0.01 Layers:[128 10]}
+	// rank 1: {LR:0.01 Layers:[128 10]}
+	// rank 2: {LR:0.01 Layers:[128 10]}
+}
+
+// Every rank learns every rank's host name (here made up).
+func ExampleAllGatherObject() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		names, err := comm.AllGatherObject(ctx, c, fmt.Sprintf("node-%d", c.Rank()/2))
+		return strings.Join(names, " "), err
+	})
+	// Output:
+	// rank 0: node-0 node-0 node-1
+	// rank 1: node-0 node-0 node-1
+	// rank 2: node-0 node-0 node-1
+}
+
+// Rank 0 collects a map from every rank; the others get nil.
+func ExampleGatherObject() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		stats := map[string]int{"steps": 10 * (c.Rank() + 1)}
+		all, err := comm.GatherObject(ctx, c, stats, 0)
+		return fmt.Sprint(all), err
+	})
+	// Output:
+	// rank 0: [map[steps:10] map[steps:20] map[steps:30]]
+	// rank 1: []
+	// rank 2: []
+}
+
+// Rank 2 hands each rank its own work item.
+func ExampleScatterObject() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		var items []config
+		if c.Rank() == 2 {
+			items = []config{{LR: 0.1}, {LR: 0.2}, {LR: 0.3}}
+		}
+		mine, err := comm.ScatterObject(ctx, c, items, 2)
+		return fmt.Sprint(mine.LR), err
+	})
+	// Output:
+	// rank 0: 0.1
+	// rank 1: 0.2
+	// rank 2: 0.3
+}
+
+// Strings are concatenated in rank order on the root: f need not be
+// commutative.
+func ExampleReduceObject() {
+	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
+		concat := func(a, b string) string { return a + b }
+		s, err := comm.ReduceObject(ctx, c, string(rune('a'+c.Rank())), concat, 1)
+		return fmt.Sprintf("%q", s), err
+	})
+	// Output:
+	// rank 0: ""
+	// rank 1: "abc"
+	// rank 2: ""
+}
+
+// The Start form of an object collective: Wait returns the value.
+func ExampleStartAllGatherObject() {
+	forRanks(2, func(ctx context.Context, c *comm.Comm) (string, error) {
+		w := comm.StartAllGatherObject(ctx, c, c.Rank()*c.Rank()+1)
+		// ... no other operation on c until w is done ...
+		all, err := w.Wait()
+		return fmt.Sprint(all), err
+	})
+	// Output:
+	// rank 0: [1 2]
+	// rank 1: [1 2]
+}
+
+// What torch's get_backend and DeepSpeed's has_* queries ask.
+func ExampleComm_Supports() {
+	forRanks(1, func(ctx context.Context, c *comm.Comm) (string, error) {
+		return fmt.Sprintf("backend %s: all_reduce_coalesced %v, reduce_scatter_tensor %v, all_gather_into_tensor %v, coalescing_manager %v",
+			c.Backend(),
+			c.Supports(comm.CapAllReduceCoalesced),
+			c.Supports(comm.CapReduceScatterTensor),
+			c.Supports(comm.CapAllGatherIntoTensor),
+			c.Supports(comm.CapCoalescingManager)), nil
+	})
+	// Output:
+	// rank 0: backend native: all_reduce_coalesced true, reduce_scatter_tensor true, all_gather_into_tensor true, coalescing_manager false
+}
