@@ -29,7 +29,7 @@ var layers = []struct {
 	{"public API", []string{""}},
 	{"on the API", []string{"conformance", "launch", "onebit"}},
 	{"on those", []string{"optim", "bench"}},
-	{"programs", []string{"cmd/commbench", "cmd/commrun", "cmd/commtrace", "examples/train"}},
+	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},
 }
 
 // forbidden are imports the layers would allow but the design does not: a
