@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -30,8 +31,9 @@ var (
 	ErrBarrierTimeout = backend.ErrBarrierTimeout
 	// ErrInvalid: an argument is wrong (length, root, rank, op for the type,
 	// counts); the message says what to fix. Returned before anything is
-	// sent.
-	ErrInvalid = errors.New("comm: invalid argument")
+	// sent. A collective's invalid argument aborts the world, and the
+	// other ranks' errors name this rank and say "invalid call".
+	ErrInvalid = core.ErrInvalid
 	// ErrNotMember: this rank is not a member of the group it used.
 	ErrNotMember = errors.New("comm: this rank is not a member of the group")
 )

@@ -368,6 +368,49 @@ func TestDeadPeer(t *testing.T) {
 	})
 }
 
+// TestLostPeerKeepsItsMessages: a peer that vanishes without a goodbye
+// right after sending (killed, or exited without Close) is a loss only for
+// operations that still need it. What it sent is received intact, ranks
+// that do not need it go on, and only a receive from it fails, naming it.
+func TestLostPeerKeepsItsMessages(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, world func(int, worldConfig) []Endpoint) {
+		eps := world(3, worldConfig{})
+		ctx := tctx(t)
+		hdr := func(seq uint64, n int) Header { return Header{Comm: 1, Seq: seq, Sig: sig(uint64(n))} }
+		// Rank 2 waits for rank 0 meanwhile.
+		got2 := make([]byte, 64)
+		pending := goRecv(ctx, eps[2], 0, hdr(9, 64), got2)
+		sizes := []int{100, 100 << 10, 200 << 10} // all still in the ring when the loss is seen
+		for i, n := range sizes {
+			if err := eps[1].Send(ctx, 0, hdr(uint64(i+1), n), payload(uint64(i), n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kill(eps[1])
+		time.Sleep(50 * time.Millisecond) // rank 0 sees the connection end first
+		for i, n := range sizes {
+			buf := make([]byte, n)
+			if _, err := eps[0].Recv(ctx, 1, hdr(uint64(i+1), n), buf); err != nil {
+				t.Fatalf("message %d (%d bytes) sent before the loss: %v", i, n, err)
+			}
+			if !bytes.Equal(buf, payload(uint64(i), n)) {
+				t.Fatalf("message %d (%d bytes): payload differs", i, n)
+			}
+		}
+		if err := eps[0].Send(ctx, 2, hdr(9, 64), payload(9, 64)); err != nil {
+			t.Fatalf("send to a live rank after the loss: %v", err)
+		}
+		if r := waitResult(t, pending, 5*time.Second); r.err != nil || !bytes.Equal(got2, payload(9, 64)) {
+			t.Fatalf("receive between live ranks: %v", r.err)
+		}
+		_, err := eps[0].Recv(ctx, 1, hdr(7, 1), make([]byte, 1))
+		var pe *PeerError
+		if !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) || !errors.As(err, &pe) || pe.Peer != 1 {
+			t.Fatalf("receive from the lost rank: got %v, want rank 1 lost", err)
+		}
+	})
+}
+
 func TestGoodbye(t *testing.T) {
 	forEachImpl(t, func(t *testing.T, world func(int, worldConfig) []Endpoint) {
 		eps := world(3, worldConfig{})
@@ -432,8 +475,11 @@ func TestAbortPropagates(t *testing.T) {
 		eps[1].Abort(boom)
 		for i, ch := range []<-chan recvResult{ch0, ch2} {
 			r := waitResult(t, ch, 5*time.Second)
+			// The abort may come straight from rank 1 or be passed on
+			// by the other receiver: either way it names rank 1.
 			var ra *RemoteAbortError
-			if !errors.As(r.err, &ra) || !errors.Is(r.err, ErrAborted) || ra.Peer != 1 || ra.Reason != boom.Error() {
+			if !errors.As(r.err, &ra) || !errors.Is(r.err, ErrAborted) || ra.Reason != boom.Error() ||
+				ra.Origin != 1 || ra.Reporter != 1 || ra.Kind != core.FailError {
 				t.Fatalf("receiver %d: got %v", i, r.err)
 			}
 		}

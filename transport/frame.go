@@ -34,7 +34,11 @@ import (
 // fields and increasing offsets, written back to back under the
 // connection's write lock, so fragments of different messages never
 // interleave on one connection. An abort frame's payload is the reason
-// text; a goodbye frame has none and is the last frame on a connection.
+// text, and its header carries the abort's root cause where a data frame
+// has its address: Comm is the FailureKind, Seq the world rank that
+// failed first plus one, Tag the rank that reported it plus one (zero:
+// not known). A goodbye frame has no payload and is the last frame on a
+// connection.
 const (
 	frameMagic   = 0x4d4f4347 // "GCOM" little-endian
 	frameVersion = 1
@@ -169,4 +173,37 @@ func decodeFrameHeader(b []byte, maxFragment int) (frameHeader, error) {
 // follow once got bytes of it have been read.
 func (fh *frameHeader) continues(first *frameHeader, got uint64) bool {
 	return fh.typ == frameData && fh.h == first.h && fh.total == first.total && fh.offset == got
+}
+
+// abortFrame is what an abort frame says: the reason text and the root
+// cause (see RemoteAbortError).
+type abortFrame struct {
+	origin, reporter int
+	kind             FailureKind
+	reason           string
+}
+
+// header is the abort frame's header.
+func (ab *abortFrame) header() frameHeader {
+	n := len(ab.reason)
+	fh := frameHeader{typ: frameAbort, total: uint64(n), fragLen: uint32(n)}
+	if ab.kind != core.FailUnknown && ab.origin >= 0 && ab.reporter >= 0 {
+		fh.h.Comm = uint64(ab.kind)
+		fh.h.Seq = uint64(ab.origin) + 1
+		fh.h.Tag = uint64(ab.reporter) + 1
+	}
+	return fh
+}
+
+// remoteAbort is the error of an abort frame (header fh, payload reason)
+// from peer in a world of size ranks. A root cause naming ranks outside
+// the world, or of an unknown kind, is dropped (the reason stays).
+func remoteAbort(peer, size int, fh *frameHeader, reason []byte) *RemoteAbortError {
+	ra := &RemoteAbortError{Peer: peer, Reason: string(reason)}
+	kind, origin, reporter := fh.h.Comm, fh.h.Seq, fh.h.Tag
+	if kind > uint64(core.FailUnknown) && kind <= uint64(core.FailError) &&
+		origin >= 1 && origin <= uint64(size) && reporter >= 1 && reporter <= uint64(size) {
+		ra.Kind, ra.Origin, ra.Reporter = core.FailureKind(kind), int(origin-1), int(reporter-1)
+	}
+	return ra
 }

@@ -162,7 +162,7 @@ func (e *Hybrid) shareMemory(ctx context.Context, store AddrStore, o *TCPOptions
 	// Goodbyes from these peers must wait for their last message, which
 	// comes through the rings after the TCP goodbye may have arrived.
 	e.setInOrder(local, true)
-	shm, fallback, err := newSHMEndpoint(ctx, store, o, hostID, local, opts.SHM, opts.mapHook, e.mb, e.t.peerLost)
+	shm, fallback, err := newSHMEndpoint(ctx, store, o, hostID, local, opts.SHM, opts.mapHook, e.mb, e.t)
 	if err == nil && fallback != nil && opts.Transport == TransportSHM {
 		err = fmt.Errorf("comm: transport: rank %d: %w", o.Rank, fallback)
 	}
@@ -266,7 +266,11 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	if !e.SharedMemory(peer) {
 		return e.t.Send(ctx, peer, h, payload)
 	}
-	return e.shm.send(ctx, peer, h, payload)
+	err := e.shm.send(ctx, peer, h, payload)
+	if err != nil {
+		e.t.flushAbort()
+	}
+	return err
 }
 
 // SendsStartable reports whether a send of n bytes to peer goes by single
@@ -294,18 +298,26 @@ func (e *Hybrid) Recv(ctx context.Context, peer int, h Header, buf []byte) (int,
 		return -1, err
 	}
 	if e.shm == nil || !e.shm.polls(peer) {
-		return e.mb.recv(ctx, peer, h, buf)
+		return e.t.Recv(ctx, peer, h, buf)
 	}
-	return e.shm.recv(ctx, peer, h, buf)
+	from, err := e.shm.recv(ctx, peer, h, buf)
+	if err != nil {
+		// A failed receive returns only once this rank's abort (or the
+		// one it passes on) is on its way to every peer.
+		e.t.flushAbort()
+	}
+	return from, err
 }
 
-// Abort fails every pending and later operation and tells every peer; see
-// TCP.Abort. After Close it does nothing.
+// Abort fails every pending and later operation and tells every peer,
+// returning once the abort frames are written; see TCP.Abort. After Close
+// it does nothing.
 func (e *Hybrid) Abort(err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.closing {
-		e.t.Abort(err) // does not block
+	closing := e.closing
+	e.mu.Unlock()
+	if !closing {
+		e.t.Abort(err) // does nothing once Close has begun
 	}
 }
 

@@ -90,10 +90,18 @@ func (e *Inproc) Abort(err error) {
 	e.abortSent = true
 	e.mu.Unlock()
 	e.mb.fail(&AbortError{Cause: err})
-	reason := abortReason(err)
+	ra := &RemoteAbortError{Peer: e.rank, Reason: abortReason(err)}
+	ra.Origin, ra.Kind, ra.Reporter = RootCause(err, e.rank)
+	if merr := e.mb.failed(); merr != nil {
+		// Aborted by a peer already: pass its root cause on.
+		var prev *RemoteAbortError
+		if errors.As(merr, &prev) {
+			ra.Origin, ra.Kind, ra.Reporter, ra.Reason = prev.Origin, prev.Kind, prev.Reporter, prev.Reason
+		}
+	}
 	for _, p := range e.world {
 		if p != e {
-			p.mb.fail(&RemoteAbortError{Peer: e.rank, Reason: reason})
+			p.mb.fail(ra)
 		}
 	}
 }
@@ -127,7 +135,9 @@ func (e *Inproc) Kill() {
 	e.mb.fail(&AbortError{Cause: errKilled})
 	for _, p := range e.world {
 		if p != e {
-			p.mb.fail(&AbortError{Cause: &PeerError{Peer: e.rank, Err: fmt.Errorf("%w: %v", ErrPeerLost, errKilled)}})
+			// What it sent is delivered already: a loss only for what
+			// still needs it (see mailbox.peerLost).
+			p.mb.peerLost(e.rank, &PeerError{Peer: e.rank, Err: fmt.Errorf("%w: %v", ErrPeerLost, errKilled)}, false)
 		}
 	}
 }

@@ -116,6 +116,20 @@ type mailbox struct {
 	// when unused.
 	inOrder []bool
 	early   []bool
+	// lost holds, per peer, why its connection ended without a goodbye
+	// (a *PeerError wrapping ErrPeerLost): a loss only for operations
+	// that still need that peer (see peerLost). lostCh[peer] is closed
+	// once lost[peer] is set. earlyLost is a loss of an inOrder peer
+	// announced out of band, waiting for the peer's ring to be drained;
+	// nEarly counts them (read without mu as a quick check).
+	lost      []error
+	lostCh    []chan struct{}
+	nLost     int
+	earlyLost []error
+	nEarly    atomic.Int32
+	// wakeRings, if set, asks whoever drains the rings of inOrder peers
+	// to look at them now (an early loss waits for them).
+	wakeRings func()
 
 	// empty is set while byKey and inflight are empty (updated under mu):
 	// a quick, lock-free "nothing is waiting here" for quietFor.
@@ -132,6 +146,11 @@ func newMailbox(rank, size int) *mailbox {
 		claimed:  make(map[*recvOp]struct{}),
 		inflight: make(map[msgKey][]*inflightMsg),
 		gone:     make([]bool, size),
+		lost:     make([]error, size),
+		lostCh:   make([]chan struct{}, size),
+	}
+	for p := range mb.lostCh {
+		mb.lostCh[p] = make(chan struct{})
 	}
 	mb.empty.Store(true)
 	return mb
@@ -166,6 +185,9 @@ func (mb *mailbox) sendErr(peer int) error {
 	}
 	if mb.gone[peer] {
 		return &PeerError{Peer: peer, Err: ErrPeerClosed}
+	}
+	if mb.lost[peer] != nil {
+		return mb.needLostLocked(peer)
 	}
 	return nil
 }
@@ -284,6 +306,11 @@ func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte
 		mb.mu.Unlock()
 		return nil, -1, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
 	}
+	if lostPeer := mb.lostFor(peer); lostPeer >= 0 {
+		err := mb.needLostLocked(lostPeer)
+		mb.mu.Unlock()
+		return nil, -1, err
+	}
 	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{})}
 	if im := mb.handoffLocked(key, peer, &h, len(buf)); im != nil {
 		r.state = recvClaimed
@@ -311,7 +338,8 @@ func (mb *mailbox) quietFor(peer int, h *Header) bool {
 	}
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
-	if mb.err != nil || mb.closed || (peer != AnySource && mb.gone[peer]) || mb.nGone > 0 && peer == AnySource {
+	if mb.err != nil || mb.closed || (peer != AnySource && mb.gone[peer]) || mb.nGone > 0 && peer == AnySource ||
+		mb.lostFor(peer) >= 0 || mb.nEarly.Load() > 0 {
 		return false
 	}
 	key := keyOf(h)
@@ -719,11 +747,20 @@ func (mb *mailbox) setInOrder(peer int, on bool) {
 	if mb.inOrder == nil {
 		mb.inOrder = make([]bool, mb.size)
 		mb.early = make([]bool, mb.size)
+		mb.earlyLost = make([]error, mb.size)
 	}
 	mb.inOrder[peer] = on
 	if !on && mb.early[peer] {
 		mb.early[peer] = false
 		mb.peerGoneLocked(peer)
+	}
+	if !on && mb.earlyLost[peer] != nil {
+		perr := mb.earlyLost[peer]
+		mb.earlyLost[peer] = nil
+		mb.nEarly.Add(-1)
+		if mb.err == nil && !mb.gone[peer] {
+			mb.lostLocked(peer, perr)
+		}
 	}
 }
 
@@ -748,3 +785,128 @@ func (mb *mailbox) peerGoneLocked(peer int) {
 		mb.finishLocked(r, &PeerError{Peer: peer, Err: ErrPeerClosed})
 	}
 }
+
+// Peers lost. A connection that ends without a goodbye (the peer's
+// process was killed or exited without Close, or the network broke) is a
+// loss only for operations that still need something from that peer:
+// messages it sent before stay receivable, and receives from other peers
+// go on. The first operation that does need it (a receive from it with
+// nothing queued, one already waiting or half-written, an AnySource
+// receive, a send to it) fails the whole mailbox with the loss, as
+// before: the operation's caller aborts the world and tells the others.
+
+// peerLost records that peer's connection ended without a goodbye
+// (perr, a *PeerError wrapping ErrPeerLost). midMessage says a message
+// of the peer was cut short: that is a loss now. For an inOrder peer the
+// loss waits until its ring is drained (see applyEarlyLost), since
+// messages it wrote there before it went may not have been taken in yet.
+func (mb *mailbox) peerLost(peer int, perr error, midMessage bool) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if mb.err != nil || mb.gone[peer] || mb.lost[peer] != nil {
+		return
+	}
+	if midMessage {
+		mb.failLocked(&AbortError{Cause: perr})
+		return
+	}
+	if mb.inOrder != nil && mb.inOrder[peer] {
+		if mb.earlyLost[peer] == nil {
+			mb.earlyLost[peer] = perr
+			mb.nEarly.Add(1)
+			if mb.wakeRings != nil {
+				mb.wakeRings()
+			}
+		}
+		return
+	}
+	mb.lostLocked(peer, perr)
+}
+
+// applyEarlyLost applies an early loss of peer once its ring is drained
+// (midMessage: it ends inside a message, which is then a loss now). It
+// does nothing if peer has no early loss.
+func (mb *mailbox) applyEarlyLost(peer int, midMessage bool) {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	perr := mb.earlyLost[peer]
+	if perr == nil {
+		return
+	}
+	mb.earlyLost[peer] = nil
+	mb.nEarly.Add(-1)
+	if mb.err != nil || mb.gone[peer] {
+		return
+	}
+	if midMessage {
+		mb.failLocked(&AbortError{Cause: perr})
+		return
+	}
+	mb.lostLocked(peer, perr)
+}
+
+// hasEarlyLost reports whether peer's loss waits for its ring to drain.
+func (mb *mailbox) hasEarlyLost(peer int) bool {
+	if mb.nEarly.Load() == 0 {
+		return false
+	}
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return mb.earlyLost != nil && mb.earlyLost[peer] != nil
+}
+
+// lostLocked marks peer lost and fails the mailbox if a pending receive
+// needs it: one posted for it (or for AnySource), or one claimed by a
+// message of it being taken in.
+func (mb *mailbox) lostLocked(peer int, perr error) {
+	mb.lost[peer] = perr
+	mb.nLost++
+	close(mb.lostCh[peer])
+	needed := false
+	for _, kq := range mb.byKey {
+		for _, r := range kq.posted {
+			needed = needed || r.peer == peer || r.peer == AnySource
+		}
+	}
+	for r := range mb.claimed {
+		needed = needed || r.from == peer
+	}
+	for _, ims := range mb.inflight {
+		for _, im := range ims {
+			needed = needed || im.from == peer
+		}
+	}
+	if needed {
+		mb.failLocked(&AbortError{Cause: perr})
+	}
+}
+
+// lostFor returns a lost peer a receive from peer (or AnySource) needs,
+// or -1.
+func (mb *mailbox) lostFor(peer int) int {
+	if mb.nLost == 0 {
+		return -1
+	}
+	if peer != AnySource {
+		if mb.lost[peer] != nil {
+			return peer
+		}
+		return -1
+	}
+	for p, err := range mb.lost {
+		if err != nil {
+			return p
+		}
+	}
+	return -1
+}
+
+// needLostLocked fails the mailbox because an operation needs the lost
+// peer, and returns the error.
+func (mb *mailbox) needLostLocked(peer int) error {
+	mb.failLocked(&AbortError{Cause: mb.lost[peer]})
+	return mb.err
+}
+
+// lostChan is closed once peer is lost (see peerLost).
+func (mb *mailbox) lostChan(peer int) <-chan struct{} { return mb.lostCh[peer] }

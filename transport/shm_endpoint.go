@@ -27,6 +27,7 @@ type shmEndpoint struct {
 	rank, size int
 	mb         *mailbox                    // the TCP endpoint's
 	lost       func(peer int, cause error) // the TCP endpoint's peerLost
+	vanished   func(peer int, cause error) // the TCP endpoint's peerVanished
 
 	seg   []byte
 	opts  SHMOptions
@@ -64,6 +65,16 @@ type shmEndpoint struct {
 
 	drainStop chan struct{} // closed to stop the drainer
 	wg        sync.WaitGroup
+}
+
+// peerLink is how a shmEndpoint reports a peer lost to the endpoint that
+// holds the connections (*TCP): at once (peerLost: a message interrupted
+// here), or after the peer's connection has had a moment to deliver what
+// the peer wrote before it went (peerVanished: its process is gone, or it
+// broke the ring protocol).
+type peerLink interface {
+	peerLost(peer int, cause error)
+	peerVanished(peer int, cause error)
 }
 
 // shares reports whether messages to peer move through this endpoint.
@@ -235,7 +246,7 @@ func (e *shmEndpoint) sendResult(peer, published int, err error) error {
 		return nil
 	case err == errRingPeerClosed:
 		return &PeerError{Peer: peer, Err: ErrPeerClosed}
-	case err == errRingFailed:
+	case err == errRingFailed, err == errRingPeerLost:
 		return e.mb.sendErr(peer)
 	case published == 0:
 		return err // ctx's

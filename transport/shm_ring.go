@@ -108,6 +108,7 @@ func (l *sendLock) signal() {
 var (
 	errRingFailed     = errors.New("endpoint failed")
 	errRingPeerClosed = errors.New("peer closed")
+	errRingPeerLost   = errors.New("peer lost")
 )
 
 // ---- producing ----
@@ -194,7 +195,7 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 	if head >= need {
 		return head, nil
 	}
-	failed := e.mb.failedCh
+	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
 	if !failFast {
 		failed = nil
 	}
@@ -205,6 +206,8 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 			return head, ctx.Err()
 		case <-failed:
 			return head, errRingFailed
+		case <-lost:
+			return head, errRingPeerLost
 		default:
 		}
 		if atomic.LoadUint32(o.cons.closed) != 0 {
@@ -219,7 +222,7 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 			// Nobody may be polling the ring: wake the peer's drainer.
 			o.cons.wakeDrainer()
 			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, maxSleep, ctx.Done(), failed, nil)
+				sleepOn(o.ctl.space, v, maxSleep, ctx.Done(), failed, lost)
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
 		}
@@ -239,7 +242,7 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 // after singlePatience, sleeping until then (woken when the peer frees
 // the record), when it also drains its own rings fully.
 func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, blocking bool) error {
-	failed := e.mb.failedCh
+	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
 	start := time.Now()
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
@@ -251,6 +254,8 @@ func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, b
 			return ctx.Err()
 		case <-failed:
 			return errRingFailed
+		case <-lost:
+			return errRingPeerLost
 		default:
 		}
 		if atomic.LoadUint32(o.cons.closed) != 0 {
@@ -275,7 +280,7 @@ func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, b
 			atomic.StoreUint32(o.ctl.waiting, w)
 			v := atomic.LoadUint32(o.ctl.space)
 			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, d, ctx.Done(), failed, nil)
+				sleepOn(o.ctl.space, v, d, ctx.Done(), failed, lost)
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
 		}
@@ -312,6 +317,9 @@ func (e *shmEndpoint) drainUntil(until *recvOp) int {
 
 func (e *shmEndpoint) drainRing(in *ringIn, until *recvOp) int {
 	if in.dead || in.bye {
+		if e.mb.nEarly.Load() > 0 {
+			e.lostDrained(in) // nothing more comes: settle a pending loss
+		}
 		return 0
 	}
 	n := 0
@@ -365,11 +373,33 @@ func (e *shmEndpoint) drainRing(in *ringIn, until *recvOp) int {
 			break
 		}
 	}
+	if e.mb.nEarly.Load() > 0 && !in.bye && atomic.LoadUint64(recSeq(in.d, int(in.next%uint64(size)))) != in.next+1 {
+		// The ring is empty: a loss of its peer that waited for what
+		// the peer wrote before it went applies now.
+		e.lostDrained(in)
+	}
 	return n
+}
+
+// lostDrained applies an early loss of in's peer (see
+// mailbox.peerLost), if there is one, now that its ring holds nothing
+// more: a message left half-taken-in is lost with it.
+func (e *shmEndpoint) lostDrained(in *ringIn) {
+	if !e.mb.hasEarlyLost(in.peer) {
+		return
+	}
+	mid := in.cur.active && in.cur.what != arriveDrop
+	e.mb.applyEarlyLost(in.peer, mid)
+	if mid {
+		e.dropStream(in)
+	}
 }
 
 // ready reports whether a pass of drain would find something to do.
 func (e *shmEndpoint) ready() bool {
+	if e.mb.nEarly.Load() > 0 {
+		return true // a loss waits for a pass over the rings
+	}
 	for _, in := range e.ins {
 		if in.dead || in.bye {
 			continue

@@ -41,12 +41,12 @@ func segmentName(prefix, hostID string) string {
 // verdict. A non-nil fallback (with a nil endpoint and err) means the
 // host's ranks agreed to use TCP instead; err means the set-up itself
 // failed (a store error, ctx). mb is the mailbox the endpoint delivers
-// into (the TCP endpoint's), lost how it reports a peer that broke the
-// ring protocol or interrupted a message (see shmEndpoint).
+// into (the TCP endpoint's), link how it reports a peer that broke the
+// ring protocol, vanished or had a message interrupted (see shmEndpoint).
 func newSHMEndpoint(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, so SHMOptions, hook func(int) error,
-	mb *mailbox, lost func(peer int, cause error)) (_ *shmEndpoint, fallback, err error) {
+	mb *mailbox, link peerLink) (_ *shmEndpoint, fallback, err error) {
 	e := &shmEndpoint{
-		rank: o.Rank, size: o.Size, mb: mb, lost: lost,
+		rank: o.Rank, size: o.Size, mb: mb, lost: link.peerLost, vanished: link.peerVanished,
 		out: make([]*ringOut, o.Size), in: make([]*ringIn, o.Size),
 		handoff: make(chan struct{}, 1), drainStop: make(chan struct{}),
 	}
@@ -54,6 +54,14 @@ func newSHMEndpoint(ctx context.Context, store AddrStore, o *TCPOptions, hostID 
 	if fallback != nil || err != nil {
 		return nil, fallback, err
 	}
+	// A peer whose connection ended is lost only once its ring is
+	// drained: have the drainer and any poller look.
+	mb.mu.Lock()
+	mb.wakeRings = func() {
+		e.me.wakeDrainer()
+		e.me.wakePoller()
+	}
+	mb.mu.Unlock()
 	e.wg.Add(1)
 	go e.drainLoop()
 	return e, nil, nil

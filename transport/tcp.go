@@ -28,9 +28,10 @@ type TCP struct {
 	wg          sync.WaitGroup // readers and abort writers
 	abortWG     sync.WaitGroup // abort writers alone
 
-	mu        sync.Mutex // protects following
-	closing   bool       // Close started
-	abortSent bool       // Abort was called
+	mu        sync.Mutex    // protects following
+	closing   bool          // Close started
+	abortSent bool          // Abort was called, or an abort is passed on
+	abortDone chan struct{} // closed once every abort frame is written (or given up)
 }
 
 // tcpConn is the connection to one peer.
@@ -140,6 +141,8 @@ func (t *TCP) Send(ctx context.Context, peer int, h Header, payload []byte) erro
 			return ctx.Err()
 		case <-t.mb.failedCh:
 			return t.mb.sendErr(peer)
+		case <-t.mb.lostChan(peer):
+			return t.mb.sendErr(peer)
 		}
 	}
 	written, total, err := c.writeMessage(ctx, h, payload)
@@ -225,31 +228,92 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
 		return -1, err
 	}
-	return t.mb.recv(ctx, peer, h, buf)
+	from, err := t.mb.recv(ctx, peer, h, buf)
+	if err != nil {
+		t.flushAbort()
+	}
+	return from, err
 }
 
 // Abort fails every pending and later operation with an *AbortError
 // wrapping err (unless the endpoint has already failed, say because a peer
-// was lost, which keeps that error) and sends an abort frame carrying
-// err's text (at most 4 KiB) to every connected peer, whose endpoints abort
-// with a *RemoteAbortError. It does not wait for the frames to be written
-// (Close does). Only the first call does anything.
+// was lost, which keeps that error) and sends an abort frame to every
+// connected peer, whose endpoints abort with a *RemoteAbortError. The frame
+// carries err's text (at most 4 KiB) and its root cause (RootCause: the
+// rank that failed first, how, and who noticed); an endpoint that a peer
+// aborted passes that peer's abort on instead, unchanged, so that a rank
+// that only hears of the failure from a rank that has since exited still
+// learns the first cause. Abort returns once the frames are written to
+// the kernel (or the close timeout passed for a peer that takes none), so
+// a process that exits right after still tells its peers why; later calls
+// wait for the same.
 func (t *TCP) Abort(err error) {
+	t.startAbort(err)
+	t.flushAbort()
+}
+
+// startAbort is Abort without waiting for the frames. With err nil it
+// passes on the remote abort the mailbox failed with (the reader does
+// that when an abort frame arrives).
+func (t *TCP) startAbort(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closing || t.abortSent {
 		return
 	}
+	if err != nil {
+		t.mb.fail(&AbortError{Cause: err})
+	}
+	ab, skip, ok := t.abortToSend(err)
+	if !ok {
+		return
+	}
 	t.abortSent = true
-	t.mb.fail(&AbortError{Cause: err})
-	reason := []byte(abortReason(err))
+	done := make(chan struct{})
+	t.abortDone = done
 	deadline := time.Now().Add(t.closeWait)
+	var writers sync.WaitGroup
 	for _, c := range t.conns {
-		if c != nil {
+		if c != nil && c.peer != skip {
 			t.wg.Add(1)
 			t.abortWG.Add(1)
-			go t.writeAbort(c, reason, deadline)
+			writers.Add(1)
+			go func() {
+				defer writers.Done()
+				t.writeAbort(c, ab, deadline)
+			}()
 		}
+	}
+	go func() {
+		writers.Wait()
+		close(done)
+	}()
+}
+
+// abortToSend is the abort frame to send: the remote abort the mailbox
+// failed with, passed on to every peer but its sender (skip), or else
+// err's. ok is false when there is nothing to send (err is nil and no
+// peer aborted this endpoint).
+func (t *TCP) abortToSend(err error) (ab abortFrame, skip int, ok bool) {
+	var ra *RemoteAbortError
+	if merr := t.mb.failed(); merr != nil && errors.As(merr, &ra) {
+		return abortFrame{origin: ra.Origin, kind: ra.Kind, reporter: ra.Reporter, reason: ra.Reason}, ra.Peer, true
+	}
+	if err == nil {
+		return abortFrame{}, -1, false
+	}
+	origin, kind, reporter := RootCause(err, t.rank)
+	return abortFrame{origin: origin, kind: kind, reporter: reporter, reason: abortReason(err)}, -1, true
+}
+
+// flushAbort waits until the abort frames are written, if an abort is
+// being sent (each write is bounded by the close timeout).
+func (t *TCP) flushAbort() {
+	t.mu.Lock()
+	done := t.abortDone
+	t.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
@@ -268,7 +332,7 @@ func (t *TCP) failed() bool {
 	return err != nil && !errors.Is(err, ErrClosed)
 }
 
-func (t *TCP) writeAbort(c *tcpConn, reason []byte, deadline time.Time) {
+func (t *TCP) writeAbort(c *tcpConn, ab abortFrame, deadline time.Time) {
 	defer t.wg.Done()
 	defer t.abortWG.Done()
 	timer := time.NewTimer(time.Until(deadline))
@@ -279,12 +343,14 @@ func (t *TCP) writeAbort(c *tcpConn, reason []byte, deadline time.Time) {
 		return
 	case <-t.closedCh:
 		return
+	case <-c.readerDone:
+		return // the connection is gone: nobody to tell
 	}
-	fh := frameHeader{typ: frameAbort, total: uint64(len(reason)), fragLen: uint32(len(reason))}
+	fh := ab.header()
 	var hb [headerSize]byte
 	fh.encode(hb[:])
 	c.conn.SetWriteDeadline(deadline)
-	bufs := net.Buffers{hb[:], reason}
+	bufs := net.Buffers{hb[:], []byte(ab.reason)}
 	n, err := bufs.WriteTo(c.conn)
 	c.conn.SetWriteDeadline(time.Time{})
 	<-c.writeLock
@@ -396,6 +462,27 @@ func (t *TCP) KillConn(peer int) error {
 	return t.conns[peer].conn.Close()
 }
 
+// peerVanished aborts the endpoint because peer broke off outside the
+// connection in a way that is a loss now (its process is gone while this
+// rank copied a message out of it, or it broke the ring protocol), after
+// giving the connection's reader a moment to take in what the peer wrote
+// before it went: an abort it sent first is the cause to report, not its
+// disappearance. cause wraps ErrPeerLost.
+func (t *TCP) peerVanished(peer int, cause error) {
+	c := t.conns[peer]
+	timer := time.NewTimer(min(t.closeWait, vanishWait))
+	defer timer.Stop()
+	select {
+	case <-c.readerDone:
+	case <-t.mb.failedCh:
+	case <-timer.C:
+	}
+	t.connLost(c, cause)
+}
+
+// vanishWait bounds how long peerVanished waits for the reader.
+const vanishWait = time.Second
+
 // connLost aborts the endpoint because the connection c failed with cause
 // (which wraps ErrPeerLost) and closes it.
 func (t *TCP) connLost(c *tcpConn, cause error) {
@@ -436,7 +523,11 @@ func (t *TCP) readLoop(c *tcpConn) {
 		// Goodbye, then EOF: the peer is gone for good.
 	case t.isClosing():
 	default:
-		t.connLost(c, fmt.Errorf("%w: %v", ErrPeerLost, err))
+		// Everything the peer sent before its connection ended has been
+		// delivered: the loss matters only to operations that still need
+		// the peer (or to a message it left half-sent).
+		cause := &PeerError{Peer: c.peer, Err: fmt.Errorf("%w: %v", ErrPeerLost, err)}
+		t.mb.peerLost(c.peer, cause, c.inflight != nil || c.pending != nil)
 	}
 	c.conn.Close()
 	if c.inflight != nil {
@@ -483,7 +574,11 @@ func (t *TCP) readFrames(c *tcpConn) error {
 			if _, err := io.ReadFull(c.br, reason); err != nil {
 				return err
 			}
-			t.mb.fail(&RemoteAbortError{Peer: c.peer, Reason: string(reason)})
+			if t.mb.fail(remoteAbort(c.peer, t.size, &fh, reason)) {
+				// Pass it on at once: a peer that next hears from this
+				// rank only that it is gone must still learn the cause.
+				t.startAbort(nil)
+			}
 		case frameGoodbye:
 			c.gotGoodbye = true
 			t.mb.peerGone(c.peer)

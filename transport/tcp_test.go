@@ -280,6 +280,10 @@ func TestBadFrameKillsConnection(t *testing.T) {
 	}
 }
 
+// TestKillConn cuts the connection between ranks 0 and 1 as a network
+// failure would. That is a loss only for operations that need it: receives
+// from rank 2 go on, while a receive of 0 from 1 (and of 1 from 0) fails
+// naming the other rank, and aborts that endpoint.
 func TestKillConn(t *testing.T) {
 	eps := tcpWorld(t, 3, worldConfig{})
 	ctx := tctx(t)
@@ -290,11 +294,22 @@ func TestKillConn(t *testing.T) {
 	if err := eps[0].KillConn(1); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(20 * time.Millisecond) // both ends see the connection end
+	for r := range 2 {
+		if err := eps[2].Send(ctx, r, h, []byte{byte(r)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i, ch := range []<-chan recvResult{ch0, ch1} {
-		r := waitResult(t, ch, 5*time.Second)
+		if r := waitResult(t, ch, 5*time.Second); r.err != nil {
+			t.Fatalf("rank %d: receive from rank 2: %v", i, r.err)
+		}
+	}
+	for i := range 2 {
+		_, err := eps[i].Recv(ctx, 1-i, h, make([]byte, 1))
 		var pe *PeerError
-		if !errors.Is(r.err, ErrPeerLost) || !errors.As(r.err, &pe) || pe.Peer != 1-i {
-			t.Fatalf("rank %d: got %v", i, r.err)
+		if !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) || !errors.As(err, &pe) || pe.Peer != 1-i {
+			t.Fatalf("rank %d: receive from rank %d: got %v", i, 1-i, err)
 		}
 	}
 	// Rank 2 is unaffected until told.

@@ -79,7 +79,15 @@ type (
 	RemoteAbortError = core.RemoteAbortError
 	MismatchError    = core.MismatchError
 	LengthError      = core.LengthError
+	FailureKind      = core.FailureKind
+	RankFailure      = core.RankFailure
 )
+
+// RootCause is core.RootCause: the rank that failed first, how, and the
+// rank that noticed, as an abort tells the peers.
+func RootCause(err error, self int) (origin int, kind FailureKind, reporter int) {
+	return core.RootCause(err, self)
+}
 
 var (
 	ErrClosed     = core.ErrClosed

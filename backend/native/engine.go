@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -371,6 +372,7 @@ func (e *execution) awaitCause(ctx context.Context, peer int, h transport.Header
 // fail turns a transport error into an *backend.OpError and aborts the world
 // unless the failure already is an abort.
 func (e *execution) fail(ctx context.Context, peer, step int, doing string, err error) error {
+	rawPeer := peer
 	peer = e.c.shownRank(peer)
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, transport.ErrAborted) {
 		err = fmt.Errorf("%w at step %d %s rank %d (%s): the peer is slow, stuck, or not calling this collective",
@@ -379,11 +381,29 @@ func (e *execution) fail(ctx context.Context, peer, step int, doing string, err 
 	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.shownRank(e.c.rank), Peer: peer, Seq: e.req.Seq, Err: err}
 	// Abort tells every other rank why, also when this endpoint already
 	// failed by itself (a lost peer): a rank that has not noticed the loss
-	// yet must not wait, nor mistake this rank's later Close for the cause.
-	// Only a rank aborted by another, or closed, has nothing to add.
-	var remote *transport.RemoteAbortError
-	if !errors.As(err, &remote) && !errors.Is(err, transport.ErrClosed) {
-		e.c.ep.Abort(opErr)
+	// yet must not wait, nor mistake this rank's later Close or exit for
+	// the cause. A rank aborted by another passes that abort on
+	// unchanged. Abort returns once the peers' frames are written, so the
+	// caller may exit as soon as this returns. Only a closed rank has
+	// nothing to say.
+	if !errors.Is(err, transport.ErrClosed) {
+		e.c.ep.Abort(e.rootCause(ctx, rawPeer, err, opErr))
 	}
 	return opErr
+}
+
+// rootCause is the abort cause of opErr, whose error err concerns the
+// communicator's rank rawPeer (-1: none): a timeout waiting for a peer
+// names that peer's world rank as the one that timed out; anything else
+// the transport classifies from the chain (core.RootCause).
+func (e *execution) rootCause(ctx context.Context, rawPeer int, err error, opErr error) error {
+	var remote *transport.RemoteAbortError
+	if errors.As(err, &remote) || ctx.Err() == nil || rawPeer < 0 || rawPeer >= len(e.c.members) {
+		return opErr
+	}
+	var pe *transport.PeerError
+	if errors.As(err, &pe) {
+		return opErr
+	}
+	return &transport.RankFailure{Rank: e.c.members[rawPeer], Kind: core.FailTimeout, Err: opErr}
 }
