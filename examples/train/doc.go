@@ -31,6 +31,17 @@
 // in collectives and a final line with a checksum of the parameters, equal
 // for runs with the same world size and flags under any launcher.
 //
+// With -shrink (and -optim sgd) the training survives the loss of ranks:
+// when a collective fails, the ranks still alive shrink the world past the
+// failed ones (comm.Comm.Shrink, as MPI ULFM's MPI_Comm_shrink), take the
+// new rank 0's parameters, momentum and place in the training, and go on.
+// Tell the launcher not to stop the job when a rank dies:
+//
+//	commrun -n 4 -keep-going -- ./train -shrink
+//
+// (rank 0 hosts the store the survivors agree through, so the job cannot
+// survive rank 0 itself.)
+//
 // The comms logger takes its configuration from GOCOMM_PROFILE (and the
 // other GOCOMM_PROFILE_* variables) when they are set, a DeepSpeed
 // comms_logger block for instance; -profile and -trace-dir, when given,

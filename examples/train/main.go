@@ -21,6 +21,7 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", cfg.timeout, "bound of the rendezvous and of every collective")
 	flag.BoolVar(&cfg.profile, "profile", cfg.profile, "comms logger: print its summary and straggler report at the end")
 	flag.StringVar(&cfg.traceDir, "trace-dir", "", "with -profile: write a Chrome/Perfetto trace per rank here (merge with commtrace)")
+	flag.BoolVar(&cfg.shrink, "shrink", false, "survive the loss of ranks: the others shrink the world past them and train on (-optim sgd; run under commrun -keep-going)")
 	flag.Parse()
 	cfg.flagsGiven = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { cfg.flagsGiven[f.Name] = true })

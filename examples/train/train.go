@@ -40,6 +40,9 @@ type config struct {
 	profile    bool
 	traceDir   string
 	flagsGiven map[string]bool
+	// shrink survives the loss of ranks: the others shrink the world past
+	// them (comm.Comm.Shrink) and go on (run under commrun -keep-going).
+	shrink bool
 }
 
 func defaultConfig() config {
@@ -514,6 +517,13 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if steps == 0 {
 		return result{}, fmt.Errorf("%d samples on %d ranks leave fewer than one batch of %d per rank: use more -samples or a smaller -batch", cfg.samples, size, cfg.batch)
 	}
+	if cfg.shrink && cfg.optim != optimSGD {
+		return result{}, fmt.Errorf("-shrink recovers -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
+	}
+	if cfg.shrink {
+		// Which process is which rank, for whoever wants to kill one.
+		fmt.Fprintf(out, "train: rank %d is pid %d\n", rank, os.Getpid())
+	}
 	m := newModel(cfg.hidden, cfg.layers)
 	if rank == 0 {
 		m.init(cfg.seed)
@@ -540,86 +550,89 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	var stageOrder []stageBytes
 	var res result
 	var elapsed time.Duration
-	for epoch := 1; epoch <= cfg.epochs; epoch++ {
-		start := time.Now()
-		// The same permutation on every rank (DistributedSampler): rank r
-		// takes every size-th sample of it.
-		perm := rand.New(rand.NewPCG(cfg.seed, uint64(epoch))).Perm(trainSet.len())
-		mine := make([]int, 0, perRank)
-		for i := rank; i < len(perm) && len(mine) < perRank; i += size {
-			mine = append(mine, perm[i])
+	var trained float64 // samples of the completed epochs, all ranks
+	// With -shrink a failed collective is survived (survive): the ranks
+	// still alive shrink the world past the failed one and go on from
+	// where their new rank 0 was. The training is a position (epoch,
+	// step) so that they can; epoch cfg.epochs+1 is the final evaluation.
+	surv := &survival{on: cfg.shrink, timeout: cfg.timeout, out: out}
+	defer surv.close()
+	var sh shard
+	var lossSum, correct, seen float64
+	start := time.Now()
+	fail := func(err error, epoch, step int) (int, int, error) {
+		e, s, err := surv.survive(ctx, &c, err, epoch, step, m.params, opt)
+		if err == nil {
+			rank, size = c.Rank(), c.Size()
+			if e != epoch {
+				lossSum, correct, seen = 0, 0, 0
+				start = time.Now()
+			}
 		}
-		var lossSum, correct float64
-		for s := range steps {
-			for k, i := range mine[s*cfg.batch : (s+1)*cfg.batch] {
+		return e, s, err
+	}
+	for epoch, s := 1, 0; epoch <= cfg.epochs+1; {
+		if epoch > cfg.epochs {
+			if elapsed > 0 {
+				res.samplesPerSec = trained / elapsed.Seconds()
+			}
+			err, fatal := evaluate(ctx, c, m, testSet, cfg.batch, &res)
+			if fatal != nil {
+				return res, fatal
+			}
+			if err == nil {
+				break
+			}
+			if epoch, s, err = fail(err, epoch, s); err != nil {
+				return res, err
+			}
+			continue
+		}
+		if sh.epoch != epoch || sh.rank != rank || sh.size != size {
+			sh = makeShard(cfg.seed, epoch, trainSet.len(), rank, size, cfg.batch)
+		}
+		if s < sh.steps {
+			for k, i := range sh.mine[s*cfg.batch : (s+1)*cfg.batch] {
 				copy(batchX[k*features:(k+1)*features], trainSet.x[i*features:(i+1)*features])
 				batchY[k] = trainSet.y[i]
 			}
 			m.forward(batchX, cfg.batch)
 			l, ok := m.score(batchY)
-			lossSum += l
-			correct += float64(ok)
 			clear(grad)
 			m.backward(batchY, float32(1)/float32(cfg.batch), grad)
 			stage, logName, err := opt.step(ctx, grad)
 			if err != nil {
-				return result{}, fmt.Errorf("epoch %d step %d: %w", epoch, s, err)
+				if epoch, s, err = fail(fmt.Errorf("epoch %d step %d: %w", epoch, s, err), epoch, s); err != nil {
+					return result{}, err
+				}
+				continue
 			}
+			lossSum += l
+			correct += float64(ok)
+			seen += float64(cfg.batch)
 			if stageSteps[stage] == 0 {
 				stageOrder = append(stageOrder, stageBytes{stage: stage, logName: logName})
 			}
 			stageSteps[stage]++
+			s++
+			continue
 		}
-		sums := []float64{lossSum, correct, float64(steps * cfg.batch)}
+		sums := []float64{lossSum, correct, seen}
 		if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
-			return result{}, fmt.Errorf("epoch %d: metrics all-reduce: %w", epoch, err)
+			if epoch, s, err = fail(fmt.Errorf("epoch %d: metrics all-reduce: %w", epoch, err), epoch, s); err != nil {
+				return result{}, err
+			}
+			continue
 		}
 		d := time.Since(start)
 		elapsed += d
+		trained += sums[2]
 		res.loss = sums[0] / sums[2]
 		res.samplesPerSec = sums[2] / d.Seconds()
 		say("epoch %d/%d: loss %.4f  accuracy %.2f%%  %.0f samples/s", epoch, cfg.epochs, res.loss, 100*sums[1]/sums[2], res.samplesPerSec)
-	}
-	if elapsed > 0 {
-		res.samplesPerSec = float64(cfg.epochs*steps*cfg.batch*size) / elapsed.Seconds()
-	}
-
-	// Held-out loss and accuracy, each rank scoring its share of the test
-	// set a batch at a time.
-	var testLoss, testCorrect, testN float64
-	var idx []int
-	for i := rank; i < testSet.len(); i += size {
-		idx = append(idx, i)
-	}
-	for len(idx) > 0 {
-		k := min(len(idx), cfg.batch)
-		for j, i := range idx[:k] {
-			copy(batchX[j*features:(j+1)*features], testSet.x[i*features:(i+1)*features])
-			batchY[j] = testSet.y[i]
-		}
-		m.forward(batchX[:k*features], k)
-		l, ok := m.score(batchY[:k])
-		testLoss += l
-		testCorrect += float64(ok)
-		testN += float64(k)
-		idx = idx[k:]
-	}
-	sums := []float64{testLoss, testCorrect, testN}
-	if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
-		return result{}, fmt.Errorf("test metrics all-reduce: %w", err)
-	}
-	res.testLoss, res.accuracy = sums[0]/sums[2], sums[1]/sums[2]
-
-	// Every rank must end with the same parameters.
-	res.checksum = checksum(m.params)
-	all := make([]uint64, size)
-	if err := comm.AllGather(comm.WithLogName(ctx, "all_gather checksums"), c, []uint64{res.checksum}, all); err != nil {
-		return result{}, fmt.Errorf("gathering parameter checksums: %w", err)
-	}
-	for r, sum := range all {
-		if sum != all[0] {
-			return res, fmt.Errorf("rank %d ends with parameters %016x but rank 0 with %016x: the ranks diverged", r, sum, all[0])
-		}
+		epoch, s = epoch+1, 0
+		lossSum, correct, seen = 0, 0, 0
+		start = time.Now()
 	}
 	say("parameters identical on all %d ranks", size)
 	// What each stage sent per step, as the comms logger counted it.
@@ -658,4 +671,132 @@ func countStageBytes(recs []profile.Record, stages []stageBytes, steps map[strin
 		out = append(out, s)
 	}
 	return out
+}
+
+// shard is one rank's share of an epoch: the same permutation on every
+// rank (DistributedSampler), of which rank r takes every size-th sample.
+type shard struct {
+	epoch, rank, size int
+	steps             int
+	mine              []int
+}
+
+func makeShard(seed uint64, epoch, n, rank, size, batch int) shard {
+	perm := rand.New(rand.NewPCG(seed, uint64(epoch))).Perm(n)
+	perRank := n / size // every rank takes as many steps
+	sh := shard{epoch: epoch, rank: rank, size: size, steps: perRank / batch, mine: make([]int, 0, perRank)}
+	for i := rank; i < len(perm) && len(sh.mine) < perRank; i += size {
+		sh.mine = append(sh.mine, perm[i])
+	}
+	return sh
+}
+
+// evaluate scores the test set (each rank its share, a batch at a time)
+// into res and checks that every rank has the same parameters. err is a
+// collective's failure, fatal a result that no recovery changes.
+func evaluate(ctx context.Context, c *comm.Comm, m *model, testSet dataset, batch int, res *result) (err, fatal error) {
+	rank, size := c.Rank(), c.Size()
+	batchX := make([]float32, batch*features)
+	batchY := make([]int, batch)
+	var testLoss, testCorrect, testN float64
+	var idx []int
+	for i := rank; i < testSet.len(); i += size {
+		idx = append(idx, i)
+	}
+	for len(idx) > 0 {
+		k := min(len(idx), batch)
+		for j, i := range idx[:k] {
+			copy(batchX[j*features:(j+1)*features], testSet.x[i*features:(i+1)*features])
+			batchY[j] = testSet.y[i]
+		}
+		m.forward(batchX[:k*features], k)
+		l, ok := m.score(batchY[:k])
+		testLoss += l
+		testCorrect += float64(ok)
+		testN += float64(k)
+		idx = idx[k:]
+	}
+	sums := []float64{testLoss, testCorrect, testN}
+	if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
+		return fmt.Errorf("test metrics all-reduce: %w", err), nil
+	}
+	res.testLoss, res.accuracy = sums[0]/sums[2], sums[1]/sums[2]
+
+	// Every rank must end with the same parameters.
+	res.checksum = checksum(m.params)
+	all := make([]uint64, size)
+	if err := comm.AllGather(comm.WithLogName(ctx, "all_gather checksums"), c, []uint64{res.checksum}, all); err != nil {
+		return fmt.Errorf("gathering parameter checksums: %w", err), nil
+	}
+	for r, sum := range all {
+		if sum != all[0] {
+			return nil, fmt.Errorf("rank %d ends with parameters %016x but rank 0 with %016x: the ranks diverged", r, sum, all[0])
+		}
+	}
+	return nil, nil
+}
+
+// survival is -shrink: surviving the loss of ranks by shrinking the world
+// past them (comm.Comm.Shrink).
+type survival struct {
+	on      bool
+	timeout time.Duration
+	out     io.Writer
+	shrunk  []*comm.Comm // the worlds Shrink made, closed by close
+}
+
+// survive is called with a failed collective's error at position (epoch,
+// step). Without -shrink it returns err. Else it shrinks *c past the
+// failed ranks (again, if a rank fails meanwhile), makes *c the new world,
+// gives every survivor the new rank 0's parameters and momentum, and
+// returns rank 0's position, where every survivor goes on.
+func (s *survival) survive(ctx context.Context, c **comm.Comm, err error, epoch, step int, params []float32, opt stepper) (int, int, error) {
+	if !s.on {
+		return 0, 0, err
+	}
+	sg, ok := opt.(*sgd)
+	if !ok {
+		return 0, 0, fmt.Errorf("%w (-shrink recovers -optim sgd only)", err)
+	}
+	for attempt := 1; ; attempt++ {
+		old := *c
+		fmt.Fprintf(s.out, "train: rank %d of %d: %v\ntrain: rank %d: shrinking the world past the failed rank\n", old.Rank(), old.Size(), err, old.Rank())
+		sctx, cancel := context.WithTimeout(ctx, s.timeout)
+		nc, serr := old.Shrink(sctx)
+		cancel()
+		if serr != nil {
+			return 0, 0, fmt.Errorf("%w; then Shrink: %v", err, serr)
+		}
+		old.Close() // aborted; Shrink handed the store on to nc
+		s.shrunk = append(s.shrunk, nc)
+		*c, sg.c = nc, nc
+		pos := []int64{int64(epoch), int64(step)}
+		if err = syncFromRankZero(ctx, nc, params, sg.velocity, pos); err == nil {
+			if nc.Rank() == 0 {
+				fmt.Fprintf(s.out, "train: survived: %d ranks go on from epoch %d step %d\n", nc.Size(), pos[0], pos[1])
+			}
+			return int(pos[0]), int(pos[1]), nil
+		}
+		if attempt == 3 {
+			return 0, 0, err
+		}
+	}
+}
+
+// syncFromRankZero gives every rank rank 0's parameters, momentum and
+// position.
+func syncFromRankZero(ctx context.Context, c *comm.Comm, params, velocity []float32, pos []int64) error {
+	if err := comm.Broadcast(ctx, c, params, 0); err != nil {
+		return err
+	}
+	if err := comm.Broadcast(ctx, c, velocity, 0); err != nil {
+		return err
+	}
+	return comm.Broadcast(ctx, c, pos, 0)
+}
+
+func (s *survival) close() {
+	for _, c := range s.shrunk {
+		c.Close()
+	}
 }
