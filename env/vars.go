@@ -60,6 +60,12 @@ const (
 	EnvProfile      = "GOCOMM_PROFILE"
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
+
+	// EnvTorchStore forces the generation of PyTorch's TCPStore protocol
+	// the store client speaks: 1 (torch 1.x, no handshake) or 2 (torch 2.x
+	// with the VALIDATE handshake); unset or auto probes the server
+	// (package rendezvous).
+	EnvTorchStore = "GOCOMM_TORCH_STORE"
 )
 
 // TorchVars returns the variables of the torchrun family (torchrun,

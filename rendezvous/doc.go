@@ -34,8 +34,10 @@
 //
 // # The TCP store protocol
 //
-// This is PyTorch's TCPStore protocol (torch/csrc/distributed/c10d), checked
-// byte for byte against torch 1.13. Integers are little-endian (torch sends
+// This is PyTorch's TCPStore protocol (torch/csrc/distributed/c10d), in both
+// of its generations: checked byte for byte against torch 1.13 running here,
+// and against torch 2.x's source (golden bytes written from it; the README
+// names the commits read). Integers are little-endian (torch sends
 // them in native order). A string or byte vector is a uint64 length and the
 // bytes. A request is a one-byte QueryType and its arguments; the server
 // answers some requests and serves each connection's requests in order.
@@ -57,10 +59,16 @@
 //
 // Torch 1.x (1.13 is what Debian ships) numbers the queries SET=0,
 // COMPARE_SET=1, GET=2, ADD=3, CHECK=4, WAIT=5, GETNUMKEYS=6, WATCH_KEY=7,
-// DELETE_KEY=8 and has no handshake. Torch 2.x differs:
+// DELETE_KEY=8 and has no handshake. The 2.0-era source adds APPEND=9,
+// MULTI_GET=10, MULTI_SET=11, CANCEL_WAIT=12 to that numbering, still
+// without a handshake: to a client it is the 1.x generation. Torch 2.x with
+// the handshake differs:
 //
 //   - every connection first sends VALIDATE followed by the uint32 magic
-//     0x3C85F7CE (no answer); the server drops connections that do not;
+//     0x3C85F7CE (no answer), then (torch's own client) PING; a connection
+//     that does not open with VALIDATE is closed by the classic server
+//     (TCPStoreBackend.cpp) and left unanswered by the libuv one
+//     (TCPStoreLibUvBackend.cpp);
 //   - the numbering is VALIDATE=0, SET=1, COMPARE_SET=2, GET=3, ADD=4,
 //     CHECK=5, WAIT=6, GETNUMKEYS=7, DELETE_KEY=8, APPEND=9, MULTI_GET=10,
 //     MULTI_SET=11, CANCEL_WAIT=12, PING=13; WATCH_KEY is gone;
@@ -94,19 +102,47 @@
 // other request on the connection is answered as usual. A closed
 // connection's registrations, or a 2.x CANCEL_WAIT's, are dropped.
 //
-// TCPStore, our client, speaks the 1.x protocol, so it works with torch 1.x
-// servers and with ours but not with a torch 2.x server (which drops a
-// connection that does not open with VALIDATE). It sends requests one at a
-// time over a main connection, and follows each SET with a CHECK of no keys
+// TCPStore, our client, speaks either generation. GOCOMM_TORCH_STORE=1 or 2
+// forces one (a server that turns out to speak the other is reported at
+// dial, wrapping ErrProtocol); unset or "auto", the first connection
+// probes, safely for either kind of server:
+//
+//   - it sends torch 1.x's CHECK of no keys, which every 1.x server (and
+//     ours) answers READY at once: 1.x. Its first byte (4) is no VALIDATE,
+//     so a 2.x server refuses it without acting on it: the classic server
+//     closes the connection, the libuv one stays silent (probeSilence, 1 s,
+//     is how long the probe waits for an answer);
+//   - refused, it opens a new connection with VALIDATE and PING: the nonce
+//     echoed means 2.x. The nonce is chosen so that, read by a 1.x server
+//     as a SET, the key length is over 2^63 and fails at once;
+//   - a classic 2.x server older than PING closes that connection too: a
+//     third connection confirms VALIDATE with a 2.x CHECK of no keys
+//     instead (only after a closed 1.x probe, which no 1.x server does);
+//     silence and then a closed PING make it ask the 1.x question again,
+//     patiently, in case the server is a slow 1.x one.
+//
+// What the probe found is remembered per server address for the life of
+// the process, so later connections (a new wait connection, a redial) and
+// later stores skip it. Every 2.x connection opens with VALIDATE and PING,
+// as torch's client does. With WithSecret the server is ours (it
+// authenticated), which speaks both: the client speaks 2.x without
+// probing. TorchProtocol reports the generation chosen.
+//
+// The client sends requests one at a time over a main connection, and follows each SET with a CHECK of no keys
 // (answered READY by every server) so that Set returns once the server has
 // applied it. Get is CHECK then GET on the main connection; while the key
 // is missing it sends WAIT on a separate wait connection (kept for reuse),
-// so other goroutines keep using the store. When a ctx ends a request, the
-// client closes that connection instead of cancelling (1.x has no
-// CANCEL_WAIT; servers forget the waits of a closed connection) and dials
-// a new one for the next request, so a STOP_WAITING owed to an abandoned
-// wait never reaches it; it also checks the keys again after every
-// STOP_WAITING before a Wait or Get returns.
+// so other goroutines keep using the store. When a ctx ends a wait, a 2.x
+// client sends CANCEL_WAIT on its connection and reads WAIT_CANCELED
+// (after a STOP_WAITING that crossed it), as torch's client does, and keeps
+// the connection for the next wait; a 1.x client, which has no
+// CANCEL_WAIT, closes it (servers forget the waits of a closed connection)
+// and dials a new one for the next wait, so a STOP_WAITING owed to an
+// abandoned wait never reaches it. When a ctx ends any other request, its
+// connection is closed and redialed. The client checks the keys again
+// after every STOP_WAITING before a Wait or Get returns. MultiGet and
+// MultiSet are torch's multi_get and multi_set: one MULTI_GET or MULTI_SET
+// on 2.x, one GET or SET per key on 1.x.
 //
 // # Authentication
 //

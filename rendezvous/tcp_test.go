@@ -121,6 +121,7 @@ func TestServerTorch113Golden(t *testing.T) {
 // TestClientSendsTorchBytes checks, against a fake server, that our client
 // sends what torch 1.13's client sends.
 func TestClientSendsTorchBytes(t *testing.T) {
+	t.Setenv(envTorchStore, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +129,7 @@ func TestClientSendsTorchBytes(t *testing.T) {
 	defer ln.Close()
 	type exchange struct{ want, reply string }
 	script := []exchange{
+		{"04 0000000000000000", "00"}, // the probe: CHECK of no keys, READY from torch 1.x
 		{"00 0300000000000000 2f6162 0200000000000000 7879", ""},
 		{"04 0000000000000000", "00"}, // Set's acknowledgement: CHECK of no keys
 		{"03 0200000000000000 2f6e 0500000000000000", "0500000000000000"},
@@ -189,6 +191,7 @@ func TestClientSendsTorchBytes(t *testing.T) {
 }
 
 func TestClientRejectsBadReplies(t *testing.T) {
+	t.Setenv(envTorchStore, "")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +205,8 @@ func TestClientRejectsBadReplies(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
+				io.ReadFull(c, make([]byte, 9)) // the probe: CHECK of no keys
+				c.Write([]byte{checkReady})
 				var b [1]byte
 				c.Read(b[:])
 				c.Write([]byte{7}) // neither READY nor NOT_READY, nor STOP_WAITING

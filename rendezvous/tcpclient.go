@@ -26,6 +26,7 @@ import (
 type TCPStore struct {
 	addr    string
 	dialect dialect
+	forced  bool            // GOCOMM_TORCH_STORE (or a test) chose dialect: no probe
 	server  *TCPStoreServer // set when this store is the master (NewTCPStore)
 	secret  []byte          // WithSecret: authenticate every connection (tcpauth.go)
 	done    chan struct{}   // closed by Close
@@ -83,11 +84,15 @@ func NewTCPStore(ctx context.Context, addr string, isMaster bool, opts ...TCPOpt
 // connection authenticates first; a failed authentication is not retried
 // (the error wraps ErrAuth).
 func DialTCPStore(ctx context.Context, addr string, opts ...TCPOption) (*TCPStore, error) {
-	return dialTCPStore(ctx, addr, dialectV1, opts...)
+	d, err := dialectFromEnv()
+	if err != nil {
+		return nil, &Error{Op: "dial", Store: "tcp " + addr, Err: err}
+	}
+	return dialTCPStore(ctx, addr, d, opts...)
 }
 
-// dialTCPStore is DialTCPStore speaking the given dialect (the 2.x one only
-// tests our server).
+// dialTCPStore is DialTCPStore speaking the given dialect, or probing for
+// it (dialectProbe; see handshake).
 func dialTCPStore(ctx context.Context, addr string, d dialect, opts ...TCPOption) (*TCPStore, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, &Error{Op: "dial", Store: "tcp " + addr, Err: fmt.Errorf("the store address must be host:port (MASTER_ADDR:MASTER_PORT): %w", err)}
@@ -95,6 +100,7 @@ func dialTCPStore(ctx context.Context, addr string, d dialect, opts ...TCPOption
 	s := &TCPStore{
 		addr:     addr,
 		dialect:  d,
+		forced:   d != dialectProbe,
 		secret:   tcpOpts(opts).secret,
 		done:     make(chan struct{}),
 		mainConn: make(chan *clientConn, 1),
@@ -108,7 +114,7 @@ func dialTCPStore(ctx context.Context, addr string, d dialect, opts ...TCPOption
 			s.mainConn <- c
 			return s, nil
 		}
-		if errors.Is(err, ErrAuth) {
+		if errors.Is(err, ErrAuth) || errors.Is(err, ErrProtocol) {
 			return nil, &Error{Op: "dial", Store: "tcp " + addr, Err: err}
 		}
 		if ctx.Err() != nil {
@@ -151,15 +157,8 @@ func (s *TCPStore) dial(ctx context.Context) (*clientConn, error) {
 			return nil, err
 		}
 	}
-	if s.dialect == dialectV2 {
-		b, _ := appendRequest(nil, dialectV2, request{op: opValidate, word: validationMagic})
-		if ok, err := s.exchange(ctx, c, func(c *clientConn) error { return c.send(b) }); !ok {
-			nc.Close()
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, err
-		}
+	if c, err = s.handshake(ctx, c); err != nil {
+		return nil, err // a mismatch wraps ErrProtocol: not retried
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,23 +278,7 @@ func (s *TCPStore) awaitKeys(ctx context.Context, op string, keys, wireKeys []st
 			return s.failure(ctx, op, keys, err)
 		}
 	}
-	ok, err := s.exchange(ctx, c, func(c *clientConn) error {
-		if err := c.request(s.dialect, request{op: opWait, keys: wireKeys}); err != nil {
-			return err
-		}
-		b, err := c.br.ReadByte()
-		if err != nil {
-			return err
-		}
-		if b != waitStop {
-			return fmt.Errorf("%w: WAIT answered with %d, not STOP_WAITING", ErrProtocol, b)
-		}
-		return nil
-	})
-	if err != nil {
-		s.discard(c)
-		return s.failure(ctx, op, keys, err)
-	}
+	ok, err := s.awaitOn(ctx, c, wireKeys)
 	s.mu.Lock()
 	if ok && !s.closed && len(s.idle) < maxIdleWaitConns {
 		s.idle = append(s.idle, c)
@@ -304,6 +287,9 @@ func (s *TCPStore) awaitKeys(ctx context.Context, op string, keys, wireKeys []st
 	s.mu.Unlock()
 	if c != nil {
 		s.discard(c)
+	}
+	if err != nil {
+		return s.failure(ctx, op, keys, err)
 	}
 	return nil
 }
