@@ -76,6 +76,9 @@ func BroadcastObject[T any](ctx context.Context, c *Comm, v *T, root int) error 
 		return parseFailure("BroadcastObject", data)
 	}
 	if c.rank != root {
+		if err := checkSizes("BroadcastObject", size, func(int) int { return root }); err != nil {
+			return err
+		}
 		data = make([]byte, size[0])
 	}
 	if err := Broadcast(ctx, c, data, root); err != nil {
@@ -130,33 +133,27 @@ func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, erro
 }
 
 // ScatterObject hands vs[r] of root to rank r; vs is read on root only
-// (len(vs) == Size()).
+// (len(vs) == Size()). If root's vs has the wrong length or a value it
+// cannot encode, every rank returns an *ObjectError naming root and why.
 func ScatterObject[T any](ctx context.Context, c *Comm, vs []T, root int) (T, error) {
 	var zero T
 	sizes := make([]int64, c.size)
 	var all []byte
+	var fail *ObjectError
 	if c.rank == root {
-		if len(vs) != c.size {
-			// The sizes broadcast still runs so that no rank hangs; a
-			// negative size tells the others what happened.
-			sizes[0] = -1
-		} else {
-			for r, v := range vs {
-				data, err := encode(v)
-				if err != nil {
-					sizes[0] = -1
-					break
-				}
-				sizes[r] = int64(len(data))
-				all = append(all, data...)
-			}
+		all, fail = encodeScatter(c, vs, sizes)
+		if fail != nil {
+			// The sizes broadcast still runs so that no rank waits; a
+			// negative first size announces root's failure report.
+			all = failureBytes(fail)
+			sizes[0] = -1 - int64(len(all))
 		}
 	}
 	if err := Broadcast(ctx, c, sizes, root); err != nil {
 		return zero, err
 	}
 	if sizes[0] < 0 {
-		return zero, fmt.Errorf("%w: ScatterObject: root %d had len(vs) = %d for %d ranks, or a value it could not encode", ErrInvalid, root, len(vs), c.size)
+		return zero, scatterFailure(ctx, c, root, -1-sizes[0], all, fail)
 	}
 	counts, _ := countsOf(sizes)
 	mine := make([]byte, counts[c.rank])
@@ -164,6 +161,45 @@ func ScatterObject[T any](ctx context.Context, c *Comm, vs []T, root int) (T, er
 		return zero, err
 	}
 	return decode[T](mine, root)
+}
+
+// encodeScatter encodes root's values for ScatterObject into one buffer
+// (rank order) and their sizes into sizes, or says why it cannot.
+func encodeScatter[T any](c *Comm, vs []T, sizes []int64) ([]byte, *ObjectError) {
+	if len(vs) != c.size {
+		err := fmt.Errorf("%w: ScatterObject: len(vs) = %d, want one value per rank (%d)", ErrInvalid, len(vs), c.size)
+		return nil, &ObjectError{Op: "ScatterObject", Rank: c.rank, Stage: StageArgument, Reason: err.Error(), Err: err}
+	}
+	var all []byte
+	for r, v := range vs {
+		data, err := encode(v)
+		if err != nil {
+			err = fmt.Errorf("value for rank %d: %w", r, err)
+			return nil, &ObjectError{Op: "ScatterObject", Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
+		}
+		sizes[r] = int64(len(data))
+		all = append(all, data...)
+	}
+	return all, nil
+}
+
+// scatterFailure finishes a ScatterObject whose root announced a failure
+// report of n bytes (report, on root): root broadcasts it and every rank
+// returns it (root its own, fail).
+func scatterFailure(ctx context.Context, c *Comm, root int, n int64, report []byte, fail *ObjectError) error {
+	if c.rank != root {
+		if n > maxReasonLen+16 {
+			return fmt.Errorf("%w: ScatterObject: root %d announced a failure report of %d bytes", ErrLength, root, n)
+		}
+		report = make([]byte, n)
+	}
+	if err := Broadcast(ctx, c, report, root); err != nil {
+		return err
+	}
+	if fail != nil {
+		return fail
+	}
+	return parseFailure("ScatterObject", report)
 }
 
 // encodeAndShareSizes encodes v and all-gathers the sizes of every rank's

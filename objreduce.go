@@ -263,6 +263,9 @@ func exchangeSizes(ctx context.Context, c *Comm, op string, size, agree int64, l
 		}
 	}
 	if !failed {
+		if err := checkSizes(op, sizes, func(r int) int { return r }); err != nil {
+			return nil, err
+		}
 		for r := range sizes {
 			if a := words[2*r+1]; a != words[1] {
 				e := &ObjectError{Op: op, Rank: r, Stage: StageArgument, Reason: fmt.Sprintf(
