@@ -56,6 +56,30 @@ func BenchmarkCopy(b *testing.B) {
 	benchKernels(b, func(x, e []float32, _ []byte, _ float32) { copy(e, x) })
 }
 
+// BenchmarkVsCopy interleaves, size by size, a copy of the float32
+// input's bytes with the fused first pass (Compress) and the error update,
+// so that each ratio to the copy comes from the same moment of a loaded
+// machine: -count 5 runs the whole set five times over.
+//
+//	go test -run '^$' -bench VsCopy -count 5 ./internal/onebitkernel
+func BenchmarkVsCopy(b *testing.B) {
+	for _, s := range benchSizes {
+		x, e, bits, scale := benchInputs(s.bytes / 4)
+		run := func(name string, fn func()) {
+			b.Run(s.name+"/"+name, func(b *testing.B) {
+				b.SetBytes(int64(s.bytes))
+				for range b.N {
+					fn()
+				}
+			})
+		}
+		e2 := append([]float32(nil), e...)
+		run("copy", func() { copy(e2, x) })
+		run("compress", func() { compress(x, e, bits) })
+		run("updateError", func() { updateError(x, e2, bits, scale, -scale) })
+	}
+}
+
 // BenchmarkSumSquares is the index-order float64 sum of squares alone, the
 // dependency chain that bounds Compress (one float64 add latency per
 // element).

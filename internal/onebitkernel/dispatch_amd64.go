@@ -39,13 +39,19 @@ func vectorLen(x []float32) int {
 }
 
 // compress gives the index-order float64 sum of squares without an
-// addition chain where it can prove the result the same (sum_amd64.go):
-// the AVX2 block kernel over the elements x covers, falling back to the
+// addition chain where it can prove the result the same: the AVX-512 run
+// kernels where the CPU has them (run512_amd64.go), else
+// (sum_amd64.go) the AVX2 block kernel over the elements x covers, falling back to the
 // chain where it must; the Go loop adds the padding past x (DeepSpeed pads
 // by less than 8N elements).
 func compress(x, e []float32, bits []byte) float64 {
 	n := vectorLen(x)
-	sum := sumBlocks(x, e, bits, 0, n, 0, unitsAVX2, chainAVX2)
+	var sum float64
+	if useAVX512 {
+		sum = sumRuns(x, e, bits, n)
+	} else {
+		sum = sumBlocks(x, e, bits, 0, n, 0, unitsAVX2, chainAVX2)
+	}
 	return compressGo(x, e, bits, n, sum)
 }
 

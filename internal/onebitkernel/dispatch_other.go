@@ -9,6 +9,9 @@ package onebitkernel
 // of vector and Go kernels.
 var useAVX2 = false
 
+// useAVX512 is always false here too (run512_amd64.go has the kernels).
+var useAVX512 = false
+
 func compress(x, e []float32, bits []byte) float64 { return compressGo(x, e, bits, 0, 0) }
 
 func updateError(x, e []float32, bits []byte, pos, neg float32) {

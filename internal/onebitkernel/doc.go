@@ -34,6 +34,15 @@
 // NaN or an infinity run the chain. The tests compare Compress with the
 // plain loop bit for bit on many kinds of input and a fuzz target, and
 // check the block kernel on its own on inputs full of ties and crossings.
+// On CPUs with AVX-512 (run512_amd64.go) the sum needs no blocks at all:
+// one fused multiply-add per square against S0 = 2^p rounds it to units of
+// the binade, the units add up as integers while a running check keeps
+// the sum in its binade, and a kernel call runs until the group where the
+// sum crosses into the next binade, which the chain takes; the ties of odd
+// binades are found from the value's lowest set bit and decided 32 or 64
+// at a time with a prefix XOR of the units' parities (a carry-less product)
+// and PEXT/PDEP. The AVX2 blocks remain for CPUs without AVX-512 and for
+// sums with a NaN or an infinity.
 // The Go loops (every other platform) run the chain: the same blocks in
 // pure Go were slower than it.
 //

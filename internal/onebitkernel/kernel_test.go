@@ -73,9 +73,18 @@ func lengths() [][2]int {
 
 // withGo runs fn with the vector kernels off.
 func withGo(fn func()) {
-	saved := useAVX2
-	useAVX2 = false
-	defer func() { useAVX2 = saved }()
+	saved, saved512 := useAVX2, useAVX512
+	useAVX2, useAVX512 = false, false
+	defer func() { useAVX2, useAVX512 = saved, saved512 }()
+	fn()
+}
+
+// withAVX2 runs fn with the AVX-512 kernels off (the AVX2 ones as the CPU
+// allows).
+func withAVX2(fn func()) {
+	saved := useAVX512
+	useAVX512 = false
+	defer func() { useAVX512 = saved }()
 	fn()
 }
 
@@ -99,15 +108,16 @@ func TestVectorMatchesGo(t *testing.T) {
 			x, e := vals(rng, l), vals(rng, w)
 			scale := vals(rng, 1)[0]
 
-			bitsV, bitsG := make([]byte, w/8), make([]byte, w/8)
+			bitsV, bitsG, bits2 := make([]byte, w/8), make([]byte, w/8), make([]byte, w/8)
 			sumV := compress(x, e, bitsV)
-			var sumG float64
+			var sumG, sum2 float64
 			withGo(func() { sumG = compress(x, e, bitsG) })
-			if !sameSum(sumV, sumG) {
-				t.Fatalf("%s: Compress sum %v (vector) vs %v (Go)", name, sumV, sumG)
+			withAVX2(func() { sum2 = compress(x, e, bits2) })
+			if !sameSum(sumV, sumG) || !sameSum(sum2, sumG) {
+				t.Fatalf("%s: Compress sum %v (vector, AVX-512 %v), %v (AVX2) vs %v (Go)", name, sumV, useAVX512, sum2, sumG)
 			}
-			if string(bitsV) != string(bitsG) {
-				t.Fatalf("%s: Compress signs %x (vector) vs %x (Go)", name, bitsV, bitsG)
+			if string(bitsV) != string(bitsG) || string(bits2) != string(bitsG) {
+				t.Fatalf("%s: Compress signs %x (vector), %x (AVX2) vs %x (Go)", name, bitsV, bits2, bitsG)
 			}
 
 			eV, eG := append([]float32(nil), e...), append([]float32(nil), e...)

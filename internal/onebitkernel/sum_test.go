@@ -152,26 +152,29 @@ func sumInputs(rng *rand.Rand, dx, de distribution, w int) (x, e []float32) {
 	return x, e
 }
 
-// checkSum runs Compress, as dispatched and with the vector kernels off,
-// and wants the plain loop's sum and signs, bit for bit.
+// checkSum runs Compress as dispatched, with the AVX-512 kernels off and
+// with every vector kernel off, and wants the plain loop's sum and signs, bit for bit.
 func checkSum(t *testing.T, name string, x, e []float32) {
 	t.Helper()
 	want, wantBits := plainSum(x, e), plainSigns(x, e)
-	for _, vector := range []bool{true, false} {
+	modes := []struct {
+		name string
+		with func(func())
+	}{
+		{"as dispatched", func(fn func()) { fn() }},
+		{"AVX2", withAVX2},
+		{"Go", withGo},
+	}
+	for _, mode := range modes {
 		bits := make([]byte, len(e)/8)
 		var got float64
 		var err error
-		run := func() { got, err = Compress(x, e, bits) }
-		if vector {
-			run()
-		} else {
-			withGo(run)
-		}
+		mode.with(func() { got, err = Compress(x, e, bits) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !sameSum(got, want) || string(bits) != string(wantBits) {
-			t.Fatalf("%s (vector kernels %v): Compress = %v (%#x), the plain loop %v (%#x); signs equal: %v", name, vector && useAVX2, got, math.Float64bits(got), want, math.Float64bits(want), string(bits) == string(wantBits))
+			t.Fatalf("%s (%s; AVX2 %v, AVX-512 %v): Compress = %v (%#x), the plain loop %v (%#x); signs equal: %v", name, mode.name, useAVX2, useAVX512, got, math.Float64bits(got), want, math.Float64bits(want), string(bits) == string(wantBits))
 		}
 	}
 }
