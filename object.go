@@ -155,6 +155,9 @@ func ScatterObject[T any](ctx context.Context, c *Comm, vs []T, root int) (T, er
 	if sizes[0] < 0 {
 		return zero, scatterFailure(ctx, c, root, -1-sizes[0], all, fail)
 	}
+	if err := checkSizes("ScatterObject", sizes, func(int) int { return root }); err != nil {
+		return zero, err
+	}
 	counts, _ := countsOf(sizes)
 	mine := make([]byte, counts[c.rank])
 	if err := ScatterV(ctx, c, all, mine, counts, root); err != nil {
