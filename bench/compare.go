@@ -39,10 +39,14 @@ const (
 	SeriesMPISHM    = "mpi-shm"
 	SeriesMPITCP    = "mpi-tcp"
 	SeriesGloo      = "gloo"
+	// SeriesMPIBackend is gocomm on its MPI backend (backend/mpi) under
+	// mpirun with the btls of mpi-shm, beside raw MPI; it needs a
+	// commbench built with cgo and -tags mpi.
+	SeriesMPIBackend = "mpi-backend"
 )
 
 // DefaultSeries is what commbench compare runs by default.
-var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPISHM, SeriesMPITCP, SeriesGloo}
+var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPIBackend, SeriesMPISHM, SeriesMPITCP, SeriesGloo}
 
 // DefaultCompareOps is the default --op of commbench compare: the
 // all-reduce sweep, and the other bandwidth ops at 64 MiB.
@@ -79,6 +83,8 @@ ours/peer (in busbw, i.e. peer time / our time: above 1 gocomm is faster).
 Series:
   gocomm-tcp   commbench's own ranks, gocomm over TCP (--transport tcp)
   gocomm-shm   gocomm over its shared-memory path (--transport shm)
+  mpi-backend  gocomm on its MPI backend (--backend mpi) under mpirun, with the
+               btls of mpi-shm; needs this commbench built with cgo and -tags mpi
   mpi-shm      Open MPI through a C harness under mpirun, --mca btl self,vader
   mpi-tcp      the same with --mca btl self,tcp over loopback
   gloo         torch.distributed's gloo backend through a Python harness, one
@@ -292,6 +298,19 @@ func runners(cfg CompareConfig, dir string) ([]Runner, error) {
 					return runJob(ctx, cfg, self, args, nil)
 				},
 			})
+		case SeriesMPIBackend:
+			rs = append(rs, Runner{
+				Name: s, Ours: true,
+				Setup: func(context.Context) error { return mpiBackendReady(cfg.MPIRun) },
+				Run: func(ctx context.Context, plan, raw string) error {
+					args := append(mpirunBase(cfg), "--mca", "btl", "self,vader")
+					args = append(args, self, "--plan", plan, "--raw", raw, "-q", "--backend", "mpi", "--series", s)
+					if cfg.AlgoText != "" {
+						args = append(args, "--algo", cfg.AlgoText)
+					}
+					return runCommand(ctx, cfg.Timeout, cfg.MPIRun, args)
+				},
+			})
 		case SeriesMPISHM, SeriesMPITCP:
 			btl := []string{"--mca", "btl", "self,vader"}
 			if s == SeriesMPITCP {
@@ -329,6 +348,20 @@ func mpirunBase(cfg CompareConfig) []string {
 		args = append(args, "--allow-run-as-root")
 	}
 	return append(args, cfg.MPIArgs...)
+}
+
+// mpiBackendReady checks that this binary has gocomm's MPI backend (built
+// with cgo and -tags mpi) and that mpirun is there.
+func mpiBackendReady(mpirun string) error {
+	d, ok := backend.Lookup("mpi")
+	b, isB := d.(backend.Bootstrapper)
+	if !ok || !isB || !b.Available() {
+		return errors.New("this commbench has no MPI backend: build it with cgo and -tags mpi (go build -tags mpi ./cmd/commbench)")
+	}
+	if _, err := exec.LookPath(mpirun); err != nil {
+		return fmt.Errorf("no %s: %w", mpirun, err)
+	}
+	return nil
 }
 
 // buildMPIHarness writes the C harness into dir and compiles it.

@@ -6,51 +6,48 @@ package mpi
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
 )
 
-// callBuilder is how one collective kind becomes an MPI call.
-type callBuilder struct {
-	// ints is the number of C ints the call's count and displacement
-	// arrays need, per rank of the communicator.
-	ints int
-	// build fills the call's pinned buffers, arrays and start function.
-	build func(*call) error
+// collIntsPerRank is the number of C ints a collective's count and
+// displacement arrays need per rank of the communicator (0: none).
+func collIntsPerRank(k backend.Kind) int {
+	switch k {
+	case backend.KindAllGatherV, backend.KindGatherV, backend.KindScatterV:
+		return 2
+	case backend.KindReduceScatterV:
+		return 1
+	case backend.KindAllToAllV:
+		return 4
+	}
+	return 0
 }
 
-// calls is the MPI call of every collective kind the backend runs.
-var calls = map[backend.Kind]callBuilder{
-	backend.KindAllReduce:      {build: (*call).allReduce},
-	backend.KindReduce:         {build: (*call).reduce},
-	backend.KindBroadcast:      {build: (*call).broadcast},
-	backend.KindAllGather:      {build: (*call).allGather},
-	backend.KindAllGatherV:     {ints: 2, build: (*call).allGatherV},
-	backend.KindGather:         {build: (*call).gather},
-	backend.KindGatherV:        {ints: 2, build: (*call).gatherV},
-	backend.KindScatter:        {build: (*call).scatter},
-	backend.KindScatterV:       {ints: 2, build: (*call).scatterV},
-	backend.KindReduceScatter:  {build: (*call).reduceScatter},
-	backend.KindReduceScatterV: {ints: 1, build: (*call).reduceScatterV},
-	backend.KindAllToAll:       {build: (*call).allToAll},
-	backend.KindAllToAllV:      {ints: 4, build: (*call).allToAllV},
-	backend.KindBarrier:        {build: (*call).barrier},
+// cargs is one collective in MPI's terms: the arguments of gc_coll (C
+// ints, and the buffer addresses: staged, pinned, or for a blocking call
+// the Go buffers themselves).
+type cargs struct {
+	kind                               C.int // gcColl*
+	s, r                               unsafe.Pointer
+	n, sn, dt, op, root, inplace, size C.int
+	fn                                 string // the MPI function, for errors
+	blockingFn                         string // the blocking one
 }
 
-// call is one collective being built into st: req's arguments in MPI's
-// terms. Built and used on one goroutine.
+// call is one collective being turned into cargs: req's arguments in
+// MPI's terms. Built and used on one goroutine, on its stack.
 type call struct {
-	c      *Comm
-	st     *started
-	req    *backend.Request
-	r      *request
-	comm   C.MPI_Comm
-	dt, op C.int
-	es     int
-	size   C.int
-	root   C.int
-	isRoot bool
+	c        *Comm
+	req      *backend.Request
+	r        *request // the count arrays, and for nonblocking calls the staged or pinned buffers; nil for a blocking call without arrays
+	blocking bool     // the buffers are passed to MPI as they are, for the duration of one call
+	a        cargs
+	avg      []byte // the buffer to divide by the size after an Avg
+	es       int
+	isRoot   bool
 }
 
 func flag(b bool) C.int {
@@ -103,52 +100,108 @@ func (k *call) evenCount(n int) (C.int, error) {
 // avgOn makes the call divide buf by the size after an Avg.
 func (k *call) avgOn(buf []byte) {
 	if k.req.Op == backend.Avg {
-		k.st.avg = buf
+		k.avg = buf
 	}
 }
 
-// in pins b as the send buffer unless the call is in place (nil).
-func (k *call) inUnless(inPlace bool, b []byte) unsafe.Pointer {
-	if inPlace {
-		return nil
+// buf is the address MPI uses for b: b itself for a blocking call (Go
+// memory without Go pointers, passed for the duration of the call), else
+// a staged copy or b pinned (request.in and request.out). nil for an
+// empty buffer.
+func (k *call) buf(b []byte, out bool) unsafe.Pointer {
+	if k.blocking {
+		if len(b) == 0 {
+			return nil
+		}
+		return unsafe.Pointer(unsafe.SliceData(b))
+	}
+	if out {
+		return k.r.out(b)
 	}
 	return k.r.in(b)
 }
 
-// outIf pins b as the receive buffer where cond holds (else nil).
+// inUnless is the send buffer unless the call is in place (nil).
+func (k *call) inUnless(inPlace bool, b []byte) unsafe.Pointer {
+	if inPlace {
+		return nil
+	}
+	return k.buf(b, false)
+}
+
+// outIf is the receive buffer where cond holds (else nil).
 func (k *call) outIf(cond bool, b []byte) unsafe.Pointer {
 	if !cond {
 		return nil
 	}
-	return k.r.out(b)
+	return k.buf(b, true)
+}
+
+// set records the call's kind and MPI function names.
+func (k *call) set(kind C.int, blocking, nonblocking string) {
+	k.a.kind, k.a.blockingFn, k.a.fn = kind, blocking, nonblocking
+}
+
+// build fills k.a for k.req's kind.
+func (k *call) build() error {
+	switch k.req.Kind {
+	case backend.KindAllReduce:
+		return k.allReduce()
+	case backend.KindReduce:
+		return k.reduce()
+	case backend.KindBroadcast:
+		return k.broadcast()
+	case backend.KindAllGather:
+		return k.allGather()
+	case backend.KindAllGatherV:
+		return k.allGatherV()
+	case backend.KindGather:
+		return k.gather()
+	case backend.KindGatherV:
+		return k.gatherV()
+	case backend.KindScatter:
+		return k.scatter()
+	case backend.KindScatterV:
+		return k.scatterV()
+	case backend.KindReduceScatter:
+		return k.reduceScatter()
+	case backend.KindReduceScatterV:
+		return k.reduceScatterV()
+	case backend.KindAllToAll:
+		return k.allToAll()
+	case backend.KindAllToAllV:
+		return k.allToAllV()
+	case backend.KindBarrier:
+		k.set(C.gcCollBarrier, "MPI_Barrier", "MPI_Ibarrier")
+		return nil
+	}
+	return fmt.Errorf("%w %v", errNoOperation, k.req.Kind)
 }
 
 func (k *call) allReduce() error {
-	req, r := k.req, k.r
+	req := k.req
 	n, err := cint("count", len(req.Recv)/k.es)
 	if err != nil {
 		return err
 	}
 	in := sameStart(req.Send, req.Recv)
-	s, rb := k.inUnless(in, req.Send), r.out(req.Recv)
-	dt, op, comm := k.dt, k.op, k.comm
-	k.st.fn = "MPI_Iallreduce"
-	k.st.start = func() C.int { return C.gc_iallreduce(s, rb, n, dt, op, flag(in), comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.buf(req.Recv, true)
+	k.a.n, k.a.inplace = n, flag(in)
+	k.set(C.gcCollAllReduce, "MPI_Allreduce", "MPI_Iallreduce")
 	k.avgOn(req.Recv)
 	return nil
 }
 
 func (k *call) reduce() error {
-	req, r := k.req, k.r
+	req := k.req
 	n, err := cint("count", len(req.Send)/k.es)
 	if err != nil {
 		return err
 	}
 	in := k.isRoot && sameStart(req.Send, req.Recv)
-	s, rb := k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
-	dt, op, root, comm := k.dt, k.op, k.root, k.comm
-	k.st.fn = "MPI_Ireduce"
-	k.st.start = func() C.int { return C.gc_ireduce(s, rb, n, dt, op, root, flag(in), comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
+	k.a.n, k.a.inplace = n, flag(in)
+	k.set(C.gcCollReduce, "MPI_Reduce", "MPI_Ireduce")
 	if k.isRoot {
 		k.avgOn(req.Recv)
 	}
@@ -156,29 +209,25 @@ func (k *call) reduce() error {
 }
 
 func (k *call) broadcast() error {
-	r := k.r
 	n, err := cint("count", len(k.req.Recv)/k.es)
 	if err != nil {
 		return err
 	}
-	b := r.out(k.req.Recv)
-	dt, root, comm := k.dt, k.root, k.comm
-	k.st.fn = "MPI_Ibcast"
-	k.st.start = func() C.int { return C.gc_ibcast(b, n, dt, root, comm, r.c) }
+	k.a.r, k.a.n = k.buf(k.req.Recv, true), n
+	k.set(C.gcCollBroadcast, "MPI_Bcast", "MPI_Ibcast")
 	return nil
 }
 
 func (k *call) allGather() error {
-	req, r, mine := k.req, k.r, k.req.Counts[k.c.rank]
+	req, mine := k.req, k.req.Counts[k.c.rank]
 	n, err := k.evenCount(mine)
 	if err != nil {
 		return err
 	}
 	in := sameStart(req.Send, k.block(req.Recv, k.c.rank*mine, mine))
-	s, rb := k.inUnless(in, req.Send), r.out(req.Recv)
-	dt, comm := k.dt, k.comm
-	k.st.fn = "MPI_Iallgather"
-	k.st.start = func() C.int { return C.gc_iallgather(s, rb, n, dt, flag(in), comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.buf(req.Recv, true)
+	k.a.n, k.a.inplace = n, flag(in)
+	k.set(C.gcCollAllGather, "MPI_Allgather", "MPI_Iallgather")
 	return nil
 }
 
@@ -187,26 +236,23 @@ func (k *call) allGatherV() error {
 	if err := k.arrays(0, req.Counts); err != nil {
 		return err
 	}
-	sn := C.int(req.Counts[k.c.rank])
 	in := sameStart(req.Send, k.block(req.Recv, int(r.ints[k.c.size+k.c.rank]), req.Counts[k.c.rank]))
-	s, rb := k.inUnless(in, req.Send), r.out(req.Recv)
-	dt, size, comm := k.dt, k.size, k.comm
-	k.st.fn = "MPI_Iallgatherv"
-	k.st.start = func() C.int { return C.gc_iallgatherv(s, sn, rb, dt, flag(in), size, comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.buf(req.Recv, true)
+	k.a.sn, k.a.inplace = C.int(req.Counts[k.c.rank]), flag(in)
+	k.set(C.gcCollAllGatherV, "MPI_Allgatherv", "MPI_Iallgatherv")
 	return nil
 }
 
 func (k *call) gather() error {
-	req, r, mine := k.req, k.r, k.req.Counts[k.c.rank]
+	req, mine := k.req, k.req.Counts[k.c.rank]
 	n, err := k.evenCount(mine)
 	if err != nil {
 		return err
 	}
 	in := k.isRoot && sameStart(req.Send, k.block(req.Recv, k.c.rank*mine, mine))
-	s, rb := k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
-	dt, root, comm := k.dt, k.root, k.comm
-	k.st.fn = "MPI_Igather"
-	k.st.start = func() C.int { return C.gc_igather(s, rb, n, dt, root, flag(in), comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
+	k.a.n, k.a.inplace = n, flag(in)
+	k.set(C.gcCollGather, "MPI_Gather", "MPI_Igather")
 	return nil
 }
 
@@ -215,30 +261,26 @@ func (k *call) gatherV() error {
 	if err := k.arrays(0, req.Counts); err != nil {
 		return err
 	}
-	sn := C.int(req.Counts[k.c.rank])
 	in := k.isRoot && sameStart(req.Send, k.block(req.Recv, int(r.ints[k.c.size+k.c.rank]), req.Counts[k.c.rank]))
-	s, rb := k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
-	dt, root, size, comm := k.dt, k.root, k.size, k.comm
-	k.st.fn = "MPI_Igatherv"
-	k.st.start = func() C.int { return C.gc_igatherv(s, sn, rb, dt, root, flag(in), size, comm, r.c) }
+	k.a.s, k.a.r = k.inUnless(in, req.Send), k.outIf(k.isRoot, req.Recv)
+	k.a.sn, k.a.inplace = C.int(req.Counts[k.c.rank]), flag(in)
+	k.set(C.gcCollGatherV, "MPI_Gatherv", "MPI_Igatherv")
 	return nil
 }
 
 func (k *call) scatter() error {
-	req, r, mine := k.req, k.r, k.req.Counts[k.c.rank]
+	req, mine := k.req, k.req.Counts[k.c.rank]
 	n, err := k.evenCount(mine)
 	if err != nil {
 		return err
 	}
 	in := k.isRoot && sameStart(req.Recv, k.block(req.Send, k.c.rank*mine, mine))
-	var s unsafe.Pointer
 	if k.isRoot {
-		s = r.in(req.Send)
+		k.a.s = k.buf(req.Send, false)
 	}
-	rb := k.outIf(!in, req.Recv)
-	dt, root, comm := k.dt, k.root, k.comm
-	k.st.fn = "MPI_Iscatter"
-	k.st.start = func() C.int { return C.gc_iscatter(s, rb, n, dt, root, flag(in), comm, r.c) }
+	k.a.r = k.outIf(!in, req.Recv)
+	k.a.n, k.a.inplace = n, flag(in)
+	k.set(C.gcCollScatter, "MPI_Scatter", "MPI_Iscatter")
 	return nil
 }
 
@@ -247,29 +289,24 @@ func (k *call) scatterV() error {
 	if err := k.arrays(0, req.Counts); err != nil {
 		return err
 	}
-	rn := C.int(req.Counts[k.c.rank])
 	in := k.isRoot && sameStart(req.Recv, k.block(req.Send, int(r.ints[k.c.size+k.c.rank]), req.Counts[k.c.rank]))
-	var s unsafe.Pointer
 	if k.isRoot {
-		s = r.in(req.Send)
+		k.a.s = k.buf(req.Send, false)
 	}
-	rb := k.outIf(!in, req.Recv)
-	dt, root, size, comm := k.dt, k.root, k.size, k.comm
-	k.st.fn = "MPI_Iscatterv"
-	k.st.start = func() C.int { return C.gc_iscatterv(s, rb, rn, dt, root, flag(in), size, comm, r.c) }
+	k.a.r = k.outIf(!in, req.Recv)
+	k.a.sn, k.a.inplace = C.int(req.Counts[k.c.rank]), flag(in)
+	k.set(C.gcCollScatterV, "MPI_Scatterv", "MPI_Iscatterv")
 	return nil
 }
 
 func (k *call) reduceScatter() error {
-	req, r := k.req, k.r
+	req := k.req
 	n, err := k.evenCount(req.Counts[k.c.rank])
 	if err != nil {
 		return err
 	}
-	s, rb := r.in(req.Send), r.out(req.Recv)
-	dt, op, comm := k.dt, k.op, k.comm
-	k.st.fn = "MPI_Ireduce_scatter_block"
-	k.st.start = func() C.int { return C.gc_ireduce_scatter_block(s, rb, n, dt, op, comm, r.c) }
+	k.a.s, k.a.r, k.a.n = k.buf(req.Send, false), k.buf(req.Recv, true), n
+	k.set(C.gcCollReduceScatter, "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block")
 	k.avgOn(req.Recv)
 	return nil
 }
@@ -287,29 +324,25 @@ func (k *call) reduceScatterV() error {
 	if _, err := cint("total count", off); err != nil {
 		return err
 	}
-	s, rb := r.in(req.Send), r.out(req.Recv)
-	dt, op, comm := k.dt, k.op, k.comm
-	k.st.fn = "MPI_Ireduce_scatter"
-	k.st.start = func() C.int { return C.gc_ireduce_scatter(s, rb, dt, op, comm, r.c) }
+	k.a.s, k.a.r = k.buf(req.Send, false), k.buf(req.Recv, true)
+	k.set(C.gcCollReduceScatterV, "MPI_Reduce_scatter", "MPI_Ireduce_scatter")
 	k.avgOn(req.Recv)
 	return nil
 }
 
 func (k *call) allToAll() error {
-	req, r := k.req, k.r
+	req := k.req
 	n, err := k.evenCount(req.Counts[0])
 	if err != nil {
 		return err
 	}
-	s, rb := r.in(req.Send), r.out(req.Recv)
-	dt, comm := k.dt, k.comm
-	k.st.fn = "MPI_Ialltoall"
-	k.st.start = func() C.int { return C.gc_ialltoall(s, rb, n, dt, comm, r.c) }
+	k.a.s, k.a.r, k.a.n = k.buf(req.Send, false), k.buf(req.Recv, true), n
+	k.set(C.gcCollAllToAll, "MPI_Alltoall", "MPI_Ialltoall")
 	return nil
 }
 
 func (k *call) allToAllV() error {
-	req, r := k.req, k.r
+	req := k.req
 	// ints: sendcounts, sdispls, recvcounts, rdispls.
 	if err := k.arrays(0, req.Counts); err != nil {
 		return err
@@ -317,16 +350,7 @@ func (k *call) allToAllV() error {
 	if err := k.arrays(2*k.c.size, req.RecvCounts); err != nil {
 		return err
 	}
-	s, rb := r.in(req.Send), r.out(req.Recv)
-	dt, size, comm := k.dt, k.size, k.comm
-	k.st.fn = "MPI_Ialltoallv"
-	k.st.start = func() C.int { return C.gc_ialltoallv(s, rb, dt, size, comm, r.c) }
-	return nil
-}
-
-func (k *call) barrier() error {
-	r, comm := k.r, k.comm
-	k.st.fn = "MPI_Ibarrier"
-	k.st.start = func() C.int { return C.gc_ibarrier(comm, r.c) }
+	k.a.s, k.a.r = k.buf(req.Send, false), k.buf(req.Recv, true)
+	k.set(C.gcCollAllToAllV, "MPI_Alltoallv", "MPI_Ialltoallv")
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,10 @@ func (d Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, err
 	if d.Funneled {
 		want = C.MPI_THREAD_FUNNELED
 	}
+	blocking, err := parseBlocking(os.Getenv(EnvBlockingMax))
+	if err != nil {
+		return nil, err
+	}
 	if err := proc.acquire(want); err != nil {
 		return nil, err
 	}
@@ -69,12 +74,14 @@ func (d Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, err
 		timeout = 30 * time.Minute
 	}
 	w := &world{
-		p:        &proc,
-		funneled: d.Funneled || proc.provided < int(C.MPI_THREAD_MULTIPLE),
-		timeout:  timeout,
-		log:      log,
-		failed:   make(chan struct{}),
-		start:    time.Now(),
+		p:         &proc,
+		funneled:  d.Funneled || proc.provided < int(C.MPI_THREAD_MULTIPLE),
+		timeout:   timeout,
+		log:       log,
+		failed:    make(chan struct{}),
+		start:     time.Now(),
+		blocking:  blocking,
+		stopWatch: make(chan struct{}),
 	}
 	var rank, size C.int
 	w.do(func() { C.gc_world_rank_size(&rank, &size) })
@@ -104,6 +111,9 @@ func (d Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, err
 	}
 	c := newComm(w, comm, mb, w.rank, w.size, true)
 	w.comms = append(w.comms, c)
+	if !w.funneled {
+		go w.watch(w.stopWatch)
+	}
 	log.Debug("mpi backend: world open", "mpi_rank", w.rank, "size", w.size,
 		"thread_level", threadLevel(proc.provided), "funneled", w.funneled, "owner", proc.owner)
 	return c, nil
@@ -125,6 +135,8 @@ type world struct {
 	localRank, localSize int // among the ranks sharing this host
 	timeout              time.Duration
 	log                  *slog.Logger
+	blocking             blockingPolicy // which collectives use the blocking MPI function
+	stopWatch            chan struct{}  // closed by Close: the watchdog (watch) ends
 	abortComm            C.MPI_Comm
 	abortReq             *request       // receive of the first abort notice
 	abortBuf             unsafe.Pointer // C memory, noticeLen bytes
@@ -290,6 +302,8 @@ type Comm struct {
 	turn   chan struct{} // made by a waiter, closed when next advances
 
 	gate gate // operations inside Run; closed by Close
+
+	blk blockedCall // the blocking MPI call in progress, for the watchdog
 }
 
 func newComm(w *world, comm, mb C.MPI_Comm, rank, size int, isWorld bool) *Comm {
@@ -484,6 +498,7 @@ func (c *Comm) Close() error {
 	for _, x := range comms {
 		x.gate.wait()
 	}
+	close(w.stopWatch)
 	// Nothing of this world calls MPI any more.
 	w.noticeMu.Lock()
 	w.released = true

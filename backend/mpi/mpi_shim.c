@@ -327,74 +327,56 @@ static char gc_empty[2];
 #define GC_R(p) ((p) != NULL ? (p) : (void *)&gc_empty[1])
 #define GC_SEND(p, inplace) ((inplace) ? MPI_IN_PLACE : GC_S(p))
 
-int gc_iallreduce(void *s, void *r, int n, int dt, int op, int inplace, MPI_Comm c, gc_req *q) {
-	return MPI_Iallreduce(GC_SEND(s, inplace), GC_R(r), n, gc_type(dt), gc_op(dt, op), c, &q->req);
+// gc_coll performs the collective kind (gcColl* of mpi_shim.h) with the
+// blocking MPI function when blocking is set, else starts it with the
+// nonblocking one into q's request. The V variants read their count and
+// displacement arrays from q->ints (so q is needed for them even when
+// blocking): counts[size], displs[size] (AllGatherV, GatherV, ScatterV),
+// counts[size] (ReduceScatterV), sendcounts, sdispls, recvcounts, rdispls
+// (AllToAllV). sn is this rank's send count (AllGatherV, GatherV) or
+// receive count (ScatterV).
+#define GC_DO(B, NB, ...) (blocking ? B(__VA_ARGS__) : NB(__VA_ARGS__, &q->req))
+int gc_coll(int kind, int blocking, void *s, void *r, int n, int sn, int dt, int op, int root, int inplace,
+            int size, MPI_Comm c, gc_req *q) {
+	MPI_Datatype t = gc_type(dt);
+	int *in = q != NULL ? q->ints : NULL;
+	switch (kind) {
+	case gcCollAllReduce:
+		return GC_DO(MPI_Allreduce, MPI_Iallreduce, GC_SEND(s, inplace), GC_R(r), n, t, gc_op(dt, op), c);
+	case gcCollReduce:
+		return GC_DO(MPI_Reduce, MPI_Ireduce, GC_SEND(s, inplace), GC_R(r), n, t, gc_op(dt, op), root, c);
+	case gcCollBroadcast:
+		return GC_DO(MPI_Bcast, MPI_Ibcast, GC_R(r), n, t, root, c);
+	case gcCollAllGather:
+		return GC_DO(MPI_Allgather, MPI_Iallgather, GC_SEND(s, inplace), n, t, GC_R(r), n, t, c);
+	case gcCollAllGatherV:
+		return GC_DO(MPI_Allgatherv, MPI_Iallgatherv, GC_SEND(s, inplace), sn, t, GC_R(r), in, in + size, t, c);
+	case gcCollGather:
+		return GC_DO(MPI_Gather, MPI_Igather, GC_SEND(s, inplace), n, t, GC_R(r), n, t, root, c);
+	case gcCollGatherV:
+		return GC_DO(MPI_Gatherv, MPI_Igatherv, GC_SEND(s, inplace), sn, t, GC_R(r), in, in + size, t, root, c);
+	case gcCollScatter:
+		return GC_DO(MPI_Scatter, MPI_Iscatter, GC_S(s), n, t, inplace ? MPI_IN_PLACE : GC_R(r), n, t, root, c);
+	case gcCollScatterV:
+		return GC_DO(MPI_Scatterv, MPI_Iscatterv, GC_S(s), in, in + size, t, inplace ? MPI_IN_PLACE : GC_R(r), sn, t, root, c);
+	case gcCollReduceScatter:
+		return GC_DO(MPI_Reduce_scatter_block, MPI_Ireduce_scatter_block, GC_S(s), GC_R(r), n, t, gc_op(dt, op), c);
+	case gcCollReduceScatterV:
+		return GC_DO(MPI_Reduce_scatter, MPI_Ireduce_scatter, GC_S(s), GC_R(r), in, t, gc_op(dt, op), c);
+	case gcCollAllToAll:
+		return GC_DO(MPI_Alltoall, MPI_Ialltoall, GC_S(s), n, t, GC_R(r), n, t, c);
+	case gcCollAllToAllV:
+		return GC_DO(MPI_Alltoallv, MPI_Ialltoallv, GC_S(s), in, in + size, t, GC_R(r), in + 2 * size, in + 3 * size, t, c);
+	case gcCollBarrier:
+		return blocking ? MPI_Barrier(c) : MPI_Ibarrier(c, &q->req);
+	}
+	return MPI_ERR_OTHER;
 }
+#undef GC_DO
 
-int gc_ireduce(void *s, void *r, int n, int dt, int op, int root, int inplace, MPI_Comm c, gc_req *q) {
-	return MPI_Ireduce(GC_SEND(s, inplace), GC_R(r), n, gc_type(dt), gc_op(dt, op), root, c, &q->req);
-}
-
+// gc_ibcast starts a broadcast (Bootstrap's).
 int gc_ibcast(void *b, int n, int dt, int root, MPI_Comm c, gc_req *q) {
 	return MPI_Ibcast(GC_R(b), n, gc_type(dt), root, c, &q->req);
-}
-
-int gc_iallgather(void *s, void *r, int n, int dt, int inplace, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Iallgather(GC_SEND(s, inplace), n, t, GC_R(r), n, t, c, &q->req);
-}
-
-// ints: counts[size], displs[size].
-int gc_iallgatherv(void *s, int sn, void *r, int dt, int inplace, int size, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Iallgatherv(GC_SEND(s, inplace), sn, t, GC_R(r), q->ints, q->ints + size, t, c, &q->req);
-}
-
-int gc_igather(void *s, void *r, int n, int dt, int root, int inplace, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Igather(GC_SEND(s, inplace), n, t, GC_R(r), n, t, root, c, &q->req);
-}
-
-// ints: counts[size], displs[size].
-int gc_igatherv(void *s, int sn, void *r, int dt, int root, int inplace, int size, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Igatherv(GC_SEND(s, inplace), sn, t, GC_R(r), q->ints, q->ints + size, t, root, c, &q->req);
-}
-
-int gc_iscatter(void *s, void *r, int n, int dt, int root, int inplace, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Iscatter(GC_S(s), n, t, inplace ? MPI_IN_PLACE : GC_R(r), n, t, root, c, &q->req);
-}
-
-// ints: counts[size], displs[size].
-int gc_iscatterv(void *s, void *r, int rn, int dt, int root, int inplace, int size, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Iscatterv(GC_S(s), q->ints, q->ints + size, t, inplace ? MPI_IN_PLACE : GC_R(r), rn, t, root, c, &q->req);
-}
-
-int gc_ireduce_scatter_block(void *s, void *r, int n, int dt, int op, MPI_Comm c, gc_req *q) {
-	return MPI_Ireduce_scatter_block(GC_S(s), GC_R(r), n, gc_type(dt), gc_op(dt, op), c, &q->req);
-}
-
-// ints: counts[size].
-int gc_ireduce_scatter(void *s, void *r, int dt, int op, MPI_Comm c, gc_req *q) {
-	return MPI_Ireduce_scatter(GC_S(s), GC_R(r), q->ints, gc_type(dt), gc_op(dt, op), c, &q->req);
-}
-
-int gc_ialltoall(void *s, void *r, int n, int dt, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	return MPI_Ialltoall(GC_S(s), n, t, GC_R(r), n, t, c, &q->req);
-}
-
-// ints: sendcounts, sdispls, recvcounts, rdispls, [size] each.
-int gc_ialltoallv(void *s, void *r, int dt, int size, MPI_Comm c, gc_req *q) {
-	MPI_Datatype t = gc_type(dt);
-	int *in = q->ints;
-	return MPI_Ialltoallv(GC_S(s), in, in + size, t, GC_R(r), in + 2 * size, in + 3 * size, t, c, &q->req);
-}
-
-int gc_ibarrier(MPI_Comm c, gc_req *q) {
-	return MPI_Ibarrier(c, &q->req);
 }
 
 int gc_isend(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q) {
@@ -432,6 +414,8 @@ int gc_cancelled(gc_req *q) {
 }
 
 void gc_yield(void) { sched_yield(); }
+
+void gc_abort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }
 
 // gc_bench_iallreduce runs iters in-place MPI_Iallreduce + MPI_Test loops
 // on two floats, all in C (BenchmarkOverhead's probe of what the Go side

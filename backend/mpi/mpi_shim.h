@@ -19,6 +19,13 @@ enum {
 // Reduce operators, numbered as backend.Op.
 enum { gcSum = 0, gcProd, gcMin, gcMax, gcBAnd, gcBOr, gcBXor, gcAvg };
 
+// Collectives of gc_coll.
+enum {
+	gcCollAllReduce = 1, gcCollReduce, gcCollBroadcast, gcCollAllGather, gcCollAllGatherV, gcCollGather,
+	gcCollGatherV, gcCollScatter, gcCollScatterV, gcCollReduceScatter, gcCollReduceScatterV, gcCollAllToAll,
+	gcCollAllToAllV, gcCollBarrier
+};
+
 // gc_req is one nonblocking MPI operation: its request, its status, the
 // count and displacement arrays MPI reads until it completes, and an arena
 // that small buffers are staged in (8-byte aligned).
@@ -43,20 +50,9 @@ int gc_local(MPI_Comm c, int *rank, int *size);
 void gc_error_string(int code, char *buf, int *class);
 gc_req *gc_req_new(int nints, int arena);
 void gc_req_reset(gc_req *q);
-int gc_iallreduce(void *s, void *r, int n, int dt, int op, int inplace, MPI_Comm c, gc_req *q);
-int gc_ireduce(void *s, void *r, int n, int dt, int op, int root, int inplace, MPI_Comm c, gc_req *q);
+int gc_coll(int kind, int blocking, void *s, void *r, int n, int sn, int dt, int op, int root, int inplace,
+            int size, MPI_Comm c, gc_req *q);
 int gc_ibcast(void *b, int n, int dt, int root, MPI_Comm c, gc_req *q);
-int gc_iallgather(void *s, void *r, int n, int dt, int inplace, MPI_Comm c, gc_req *q);
-int gc_iallgatherv(void *s, int sn, void *r, int dt, int inplace, int size, MPI_Comm c, gc_req *q);
-int gc_igather(void *s, void *r, int n, int dt, int root, int inplace, MPI_Comm c, gc_req *q);
-int gc_igatherv(void *s, int sn, void *r, int dt, int root, int inplace, int size, MPI_Comm c, gc_req *q);
-int gc_iscatter(void *s, void *r, int n, int dt, int root, int inplace, MPI_Comm c, gc_req *q);
-int gc_iscatterv(void *s, void *r, int rn, int dt, int root, int inplace, int size, MPI_Comm c, gc_req *q);
-int gc_ireduce_scatter_block(void *s, void *r, int n, int dt, int op, MPI_Comm c, gc_req *q);
-int gc_ireduce_scatter(void *s, void *r, int dt, int op, MPI_Comm c, gc_req *q);
-int gc_ialltoall(void *s, void *r, int n, int dt, MPI_Comm c, gc_req *q);
-int gc_ialltoallv(void *s, void *r, int dt, int size, MPI_Comm c, gc_req *q);
-int gc_ibarrier(MPI_Comm c, gc_req *q);
 int gc_isend(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q);
 int gc_irecv(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q);
 int gc_test(gc_req *q);
@@ -65,6 +61,7 @@ int gc_source(gc_req *q);
 int gc_bytes(gc_req *q);
 int gc_cancelled(gc_req *q);
 void gc_yield(void);
+void gc_abort(int code);
 int gc_bench_iallreduce(MPI_Comm c, int iters);
 
 #endif

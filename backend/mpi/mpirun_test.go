@@ -95,10 +95,12 @@ func TestConformanceFunneled(t *testing.T) {
 const driverEnv = "GOCOMM_MPI_TEST_DRIVER"
 
 func TestFailures(t *testing.T) {
+	// Collectives a context can end: no blocking MPI calls (see
+	// TestBlockingStuck for what a context can do to those).
 	for _, driver := range []string{mpi.Name, mpi.FunneledName} {
 		for _, role := range []string{"abort", "timeout", "close-pending", "monitored-barrier-late", "recv-cancel", "go-panics"} {
 			t.Run(driver+"/"+role, func(t *testing.T) {
-				out, err := runMPI(t, 2, 3*time.Minute, []string{childEnv + "=" + role, driverEnv + "=" + driver}, os.Args[0], "-test.run=^$")
+				out, err := runMPI(t, 2, 3*time.Minute, []string{childEnv + "=" + role, driverEnv + "=" + driver, mpi.EnvBlockingMax + "=none"}, os.Args[0], "-test.run=^$")
 				if err != nil {
 					t.Fatalf("%v\n%s", err, tail(out, 40))
 				}
@@ -158,6 +160,8 @@ func child(role string) error {
 	switch role {
 	case "conformance":
 		return runConformance(ctx, mpi.Name, conformance.Cases(conformance.Options{Large: true}), true)
+	case "conformance-quick":
+		return runConformanceQuick(ctx)
 	case "conformance-funneled":
 		return runConformance(ctx, mpi.FunneledName, conformance.QuickCases(), false)
 	case "bootstrap":
@@ -193,6 +197,10 @@ func child(role string) error {
 		return childGoPanics(ctx, c)
 	case "latency":
 		return childLatency(ctx, c)
+	case "blocking-allocs":
+		return childBlockingAllocs(ctx, c)
+	case "blocking-stuck":
+		return childBlockingStuck(ctx, c)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

@@ -17,56 +17,78 @@ import (
 	"github.com/gocomm/comm/internal/kernel"
 )
 
-// started is a collective ready to hand to MPI: its request (buffers
-// pinned, arrays filled) and the call that starts it.
-type started struct {
-	r     *request
-	fn    string       // the MPI function, for errors
-	start func() C.int // run where MPI may be called
-	avg   []byte       // the buffer to divide by the size after an Avg
-}
-
-// collective runs a collective: prepare it, wait for its turn, start it,
-// wait for MPI to complete it, finish an Avg. Any failure after the turn
-// aborts the world, since the other ranks are inside the same collective.
+// collective runs a collective: prepare it, wait for its turn, then run
+// it with the blocking MPI function (runBlocking) or start the
+// nonblocking one and wait for MPI to complete it; finish an Avg. Any
+// failure after the turn aborts the world, since the other ranks are
+// inside the same collective.
 func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
-	st, err := c.prepare(req)
-	if err != nil {
+	var k call
+	if err := c.prepare(&k, req, c.blocking(req)); err != nil {
 		opErr := c.opErr(req, -1, err)
 		c.w.abort(opErr)
 		return opErr
 	}
 	if err := c.waitTurn(ctx, req.Seq); err != nil {
-		st.r.release()
+		k.release()
 		return c.fail(req, -1, err, "waiting for its turn to start")
+	}
+	if k.blocking {
+		return c.runBlocking(ctx, req, &k)
 	}
 	var rc C.int
 	var failed error
 	if c.w.funneled {
-		c.w.p.onThread(func() { rc, failed = c.startChecked(st.start) })
+		kk := k // k stays on the stack: only this copy escapes into the closure
+		c.w.p.onThread(func() { rc, failed = c.startColl(&kk) })
 	} else {
-		rc, failed = c.startChecked(st.start)
+		rc, failed = c.startColl(&k)
 	}
 	c.advance(req.Seq)
 	if failed != nil {
-		st.r.release()
+		k.r.release()
 		return c.opErr(req, -1, failed)
 	}
-	if err := mpiError(st.fn, rc); err != nil {
-		st.r.release()
+	if err := mpiError(k.a.fn, rc); err != nil {
+		k.r.release()
 		return c.fail(req, -1, err, "")
 	}
-	rc, err = c.wait(ctx, st.r)
+	rc, err := c.wait(ctx, k.r)
 	if err != nil {
-		st.r.abandon()
-		return c.fail(req, -1, err, "waiting in "+st.fn)
+		k.r.abandon()
+		return c.fail(req, -1, err, "waiting in "+k.a.fn)
 	}
-	st.r.complete(rc == C.MPI_SUCCESS)
-	if err := mpiError(st.fn, rc); err != nil {
+	k.r.complete(rc == C.MPI_SUCCESS)
+	if err := mpiError(k.a.fn, rc); err != nil {
 		return c.fail(req, -1, err, "")
 	}
-	if st.avg != nil {
-		if err := kernel.Divide(req.DType, st.avg, c.size); err != nil {
+	return c.finishAvg(req, &k)
+}
+
+// startColl starts k's nonblocking MPI call unless the world has failed
+// (see startChecked). Run it where MPI may be called.
+func (c *Comm) startColl(k *call) (C.int, error) {
+	if err := c.checkStart(); err != nil {
+		return 0, err
+	}
+	return c.gcColl(k, false), nil
+}
+
+// gcColl is the one cgo call of a collective: the blocking MPI function,
+// or the start of the nonblocking one into k.r.
+func (c *Comm) gcColl(k *call, blocking bool) C.int {
+	var q *C.gc_req
+	if k.r != nil {
+		q = k.r.c
+	}
+	a := &k.a
+	return C.gc_coll(a.kind, flag(blocking), a.s, a.r, a.n, a.sn, a.dt, a.op, a.root, a.inplace, a.size, c.comm, q)
+}
+
+// finishAvg divides the result of an Avg by the communicator's size.
+func (c *Comm) finishAvg(req *backend.Request, k *call) error {
+	if k.avg != nil {
+		if err := kernel.Divide(req.DType, k.avg, c.size); err != nil {
 			return c.fail(req, -1, err, "")
 		}
 	}
@@ -85,42 +107,71 @@ func (c *Comm) fail(req *backend.Request, peer int, err error, doing string) err
 	return opErr
 }
 
-// prepare checks req, pins its buffers and builds the MPI call. Nothing is
-// started yet.
-func (c *Comm) prepare(req *backend.Request) (*started, error) {
+// prepare checks req and turns it into k: for a blocking call the Go
+// buffers as they are, else staged or pinned ones in a request. Nothing
+// is started yet.
+func (c *Comm) prepare(k *call, req *backend.Request, blocking bool) error {
 	dt, es := dtypeCode(req.DType), req.DType.Size()
 	if es == 0 {
-		return nil, fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
+		return fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
 	}
-	op := opCode(req.Op)
 	reduces := req.Kind == backend.KindAllReduce || req.Kind == backend.KindReduce ||
 		req.Kind == backend.KindReduceScatter || req.Kind == backend.KindReduceScatterV
 	if reduces && !req.Op.ValidFor(req.DType) {
-		return nil, fmt.Errorf("comm: mpi backend: %v cannot reduce %v", req.Op, req.DType)
+		return fmt.Errorf("comm: mpi backend: %v cannot reduce %v", req.Op, req.DType)
 	}
 	if needsCounts(req.Kind) && len(req.Counts) != c.size {
-		return nil, fmt.Errorf("comm: mpi backend: %v needs %d counts, got %d", req.Kind, c.size, len(req.Counts))
+		return fmt.Errorf("comm: mpi backend: %v needs %d counts, got %d", req.Kind, c.size, len(req.Counts))
 	}
 	if (req.Kind == backend.KindAllToAll || req.Kind == backend.KindAllToAllV) && len(req.RecvCounts) != c.size {
-		return nil, fmt.Errorf("comm: mpi backend: %v needs %d receive counts, got %d", req.Kind, c.size, len(req.RecvCounts))
+		return fmt.Errorf("comm: mpi backend: %v needs %d receive counts, got %d", req.Kind, c.size, len(req.RecvCounts))
 	}
 	if err := c.checkLengths(req, es); err != nil {
-		return nil, err
+		return err
 	}
-	b, ok := calls[req.Kind]
-	if !ok {
-		return nil, fmt.Errorf("comm: the mpi backend has no operation %v", req.Kind)
+	if !isCollective(req.Kind) {
+		return fmt.Errorf("%w %v", errNoOperation, req.Kind)
 	}
-	r, err := newRequest(b.ints * c.size)
-	if err != nil {
-		return nil, err
+	*k = call{
+		c: c, req: req, blocking: blocking, es: es, isRoot: c.rank == req.Root,
+		a: cargs{dt: dt, op: opCode(req.Op), root: C.int(req.Root), size: C.int(c.size)},
 	}
-	st := &started{r: r}
-	if err := c.build(st, b, req, dt, op, es); err != nil {
-		r.release()
-		return nil, err
+	if n := collIntsPerRank(req.Kind); n > 0 || !blocking {
+		r, err := newRequest(n * c.size)
+		if err != nil {
+			return err
+		}
+		k.r = r
 	}
-	return st, nil
+	if err := k.build(); err != nil {
+		k.release()
+		return err
+	}
+	return nil
+}
+
+// release gives back k's request, if it has one, before or after a call
+// that MPI has finished with.
+func (k *call) release() {
+	if k.r != nil {
+		k.r.release()
+		k.r = nil
+	}
+}
+
+// errNoOperation is the error of a kind the backend does not run.
+var errNoOperation = errors.New("comm: the mpi backend has no operation")
+
+// isCollective reports whether the backend runs k with gc_coll.
+func isCollective(k backend.Kind) bool {
+	switch k {
+	case backend.KindAllReduce, backend.KindReduce, backend.KindBroadcast, backend.KindAllGather,
+		backend.KindAllGatherV, backend.KindGather, backend.KindGatherV, backend.KindScatter,
+		backend.KindScatterV, backend.KindReduceScatter, backend.KindReduceScatterV,
+		backend.KindAllToAll, backend.KindAllToAllV, backend.KindBarrier:
+		return true
+	}
+	return false
 }
 
 func needsCounts(k backend.Kind) bool {
@@ -187,30 +238,27 @@ func (c *Comm) checkLengths(req *backend.Request, es int) error {
 	return err
 }
 
-// build fills st for req from its kind's builder (calls): the pinned
-// buffers, the C arrays, the call.
-func (c *Comm) build(st *started, b callBuilder, req *backend.Request, dt, op C.int, es int) error {
-	return b.build(&call{
-		c: c, st: st, req: req, r: st.r, comm: c.comm,
-		dt: dt, op: op, es: es, size: C.int(c.size),
-		root: C.int(req.Root), isRoot: c.rank == req.Root,
-	})
-}
-
 // startChecked looks for abort notices (at most every startAbortPoll),
 // then runs start unless the world has failed, so that operations started
 // after another rank's Abort fail even if MPI could still complete them.
 // Run it where MPI may be called.
 func (c *Comm) startChecked(start func() C.int) (C.int, error) {
+	if err := c.checkStart(); err != nil {
+		return 0, err
+	}
+	return start(), nil
+}
+
+// checkStart looks for abort notices (at most every startAbortPoll) and
+// returns the world's failure, if it failed. Run it where MPI may be
+// called.
+func (c *Comm) checkStart() error {
 	w := c.w
 	now := int64(time.Since(w.start))
 	if last := w.lastAbortPoll.Load(); now-last >= int64(startAbortPoll) && w.lastAbortPoll.CompareAndSwap(last, now) {
 		w.pollAbort()
 	}
-	if err := w.failure(); err != nil {
-		return 0, err
-	}
-	return start(), nil
+	return w.failure()
 }
 
 // startAbortPoll is how often, at most, starting operations look for abort

@@ -1,0 +1,83 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gocomm/comm/backend"
+)
+
+func TestParseBlocking(t *testing.T) {
+	def := defaultBlocking()
+	if def[backend.KindAllReduce] != 4<<20 || def[backend.KindBroadcast] != 1<<20 || def[backend.KindBarrier] != 4<<20 {
+		t.Fatalf("default table %v", def)
+	}
+	for _, k := range []backend.Kind{backend.KindAllToAllV, backend.KindMonitoredBarrier, backend.KindNone} {
+		if def[k] != noBlocking {
+			t.Errorf("default: %v may block", k)
+		}
+	}
+	cases := []struct {
+		v    string
+		want map[backend.Kind]int64 // kinds checked; others as noted
+	}{
+		{"", map[backend.Kind]int64{backend.KindAllReduce: 4 << 20, backend.KindBroadcast: 1 << 20}},
+		{"none", map[backend.Kind]int64{backend.KindAllReduce: noBlocking, backend.KindBarrier: noBlocking}},
+		{"64K", map[backend.Kind]int64{backend.KindAllReduce: 64 << 10, backend.KindBroadcast: 64 << 10, backend.KindAllToAllV: noBlocking}},
+		{"1MiB", map[backend.Kind]int64{backend.KindGather: 1 << 20}},
+		{"1048576", map[backend.Kind]int64{backend.KindScatterV: 1 << 20}},
+		{"0", map[backend.Kind]int64{backend.KindAllReduce: 0}},
+		{"allreduce=16M, Broadcast=none", map[backend.Kind]int64{
+			backend.KindAllReduce: 16 << 20, backend.KindBroadcast: noBlocking, backend.KindGather: 4 << 20}},
+		{"reducescatterv=2k,*=8", map[backend.Kind]int64{
+			backend.KindReduceScatterV: 2 << 10, backend.KindAllReduce: 8, backend.KindAllToAllV: noBlocking}},
+		{"alltoallv=1M", map[backend.Kind]int64{backend.KindAllToAllV: noBlocking}},
+	}
+	for _, tc := range cases {
+		p, err := parseBlocking(tc.v)
+		if err != nil {
+			t.Errorf("%q: %v", tc.v, err)
+			continue
+		}
+		for k, want := range tc.want {
+			if p[k] != want {
+				t.Errorf("%q: %v limit %d, want %d", tc.v, k, p[k], want)
+			}
+		}
+	}
+	for _, v := range []string{"lots", "-5", "allreduce", "allreduce=1X", "sendrecv=1M", "monitoredbarrier=1M", "1T"} {
+		_, err := parseBlocking(v)
+		if err == nil || !strings.Contains(err.Error(), EnvBlockingMax) || !strings.Contains(err.Error(), "allreduce=16M") {
+			t.Errorf("%q: got %v, want an error naming %s and showing the syntax", v, err, EnvBlockingMax)
+		}
+	}
+}
+
+func TestBlockingBytesAgree(t *testing.T) {
+	// What decides blocking must be what every rank knows: here rank 1 of
+	// 3 receives one count, and the all-gathered total decides.
+	buf := make([]byte, 24)
+	cases := []struct {
+		req  backend.Request
+		want int64
+		ok   bool
+	}{
+		{backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Send: buf[:8], Recv: buf[:8]}, 8, true},
+		{backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Send: buf[:12]}, 12, true},
+		{backend.Request{Kind: backend.KindBroadcast, DType: backend.Int16, Recv: buf[:6]}, 6, true},
+		{backend.Request{Kind: backend.KindAllGatherV, DType: backend.Float64, Counts: []int{1, 0, 2}, Send: buf[:8], Recv: buf}, 24, true},
+		{backend.Request{Kind: backend.KindScatterV, DType: backend.Float32, Counts: []int{1, 2, 3}, Recv: buf[:4]}, 24, true},
+		{backend.Request{Kind: backend.KindReduceScatter, DType: backend.Uint8, Counts: []int{2, 2, 2}, Send: buf[:6], Recv: buf[:2]}, 6, true},
+		{backend.Request{Kind: backend.KindBarrier}, 0, true},
+		{backend.Request{Kind: backend.KindAllToAllV, DType: backend.Float32, Counts: []int{1, 2, 3}}, 0, false},
+		{backend.Request{Kind: backend.KindSend, DType: backend.Float32, Send: buf}, 0, false},
+	}
+	for _, tc := range cases {
+		n, ok := blockingBytes(&tc.req)
+		if n != tc.want || ok != tc.ok {
+			t.Errorf("%v: got %d, %v; want %d, %v", tc.req.Kind, n, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race && mpi && cgo
+
+package mpi_test
+
+const raceMPI = false
