@@ -52,7 +52,7 @@ func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op 
 		err = checkOverlap(req.Kind, send, recv, true)
 	}
 	if err == nil {
-		err = checkOp(req.Kind, op, req.DType)
+		err = c.reduceOp(req, op) // userop.go
 	}
 	return c.startCollective(ctx, req, err)
 }
@@ -80,7 +80,7 @@ func startReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Red
 		}
 	}
 	if err == nil {
-		err = checkOp(req.Kind, op, req.DType)
+		err = c.reduceOp(req, op) // userop.go
 	}
 	return c.startCollective(ctx, req, err)
 }
@@ -295,7 +295,7 @@ func startReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T,
 		err = checkOverlap(req.Kind, send, recv, false)
 	}
 	if err == nil {
-		err = checkOp(req.Kind, op, req.DType)
+		err = c.reduceOp(req, op) // userop.go
 	}
 	return c.startCollective(ctx, req, err)
 }
@@ -327,7 +327,7 @@ func startReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T
 		}
 	}
 	if err == nil {
-		err = checkOp(req.Kind, op, req.DType)
+		err = c.reduceOp(req, op) // userop.go
 	}
 	return c.startCollective(ctx, req, err)
 }

@@ -92,6 +92,9 @@ type Request struct {
 	Root  int // communicator rank of the root (rooted collectives)
 	Peer  int // Send/Recv peer, or -1 for a Recv from any source
 	Tag   int // Send/Recv tag
+	// User is the user-defined op Op stands for when Op.IsUser(); nil
+	// otherwise.
+	User *UserOp
 
 	// Send and Recv follow torch.distributed's layouts. In-place operations
 	// pass the same slice twice. See each kind in the comm package.

@@ -59,6 +59,7 @@ func Cases(o Options) []Case {
 	cs = append(cs, movementCases[int]()...)
 	cs = append(cs, miscCases()...)
 	cs = append(cs, namedCases()...)
+	cs = append(cs, userOpCases()...)
 	if o.Large {
 		cs = append(cs, largeCases()...)
 	}
@@ -649,5 +650,6 @@ func QuickCases() []Case {
 	cs = append(cs, movementCases[int8]()...)
 	cs = append(cs, movementCases[float64]()...)
 	cs = append(cs, miscCases()...)
+	cs = append(cs, userOpSpecCases(affineOp)...)
 	return cs
 }

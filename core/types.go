@@ -79,14 +79,26 @@ const (
 	Avg
 )
 
+// FirstUserOp is the number of the first user-defined reduction op
+// (comm.NewOp): ops from FirstUserOp up are handles the comm package hands
+// out, each standing for a function it passes to the backend beside the
+// op (backend.Request.User).
+const FirstUserOp Op = 64
+
 var opNames = [...]string{Sum: "Sum", Prod: "Prod", Min: "Min", Max: "Max", BAnd: "BAnd", BOr: "BOr", BXor: "BXor", Avg: "Avg"}
 
 func (o Op) String() string {
-	if int(o) < len(opNames) {
+	switch {
+	case int(o) < len(opNames):
 		return opNames[o]
+	case o.IsUser():
+		return fmt.Sprintf("UserOp(%d)", uint8(o))
 	}
 	return fmt.Sprintf("Op(%d)", uint8(o))
 }
+
+// IsUser reports whether o is a user-defined op's handle.
+func (o Op) IsUser() bool { return o >= FirstUserOp }
 
 // ValidFor reports whether op can reduce elements of type d: the bitwise
 // operators need integers, and nothing reduces Byte.

@@ -14,7 +14,9 @@ import (
 // it, and copy the result where the caller wants it.
 func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 	a := c.choose(req)
-	if a == algo.Hierarchical || (a == algo.Auto && hierarchicalKind(req.Kind)) {
+	if inRankOrder(req) {
+		a = c.inOrderChoice(req) // userop.go
+	} else if a == algo.Hierarchical || (a == algo.Auto && hierarchicalKind(req.Kind)) {
 		done, err := c.hierarchical(ctx, req)
 		if done || err != nil {
 			return err

@@ -81,9 +81,17 @@ func (e *execution) payload(x algo.Xfer) []byte {
 }
 
 // reduceInto finishes a reducing receive of x: dst op= got, or, where dst
-// still stands for lazySrc (fromSrc), dst = lazySrc op got.
+// still stands for lazySrc (fromSrc), dst = lazySrc op got. A user-defined
+// op goes through reduceUser.
 func (e *execution) reduceInto(x algo.Xfer, got []byte, fromSrc bool) error {
 	dst := e.span(algo.Work, x.Off, x.Len)
+	if u := e.req.User; u != nil {
+		var src []byte
+		if fromSrc {
+			src = e.lazySrc[x.Off*e.esize : (x.Off+x.Len)*e.esize]
+		}
+		return e.reduceUser(u, x.Peer, dst, src, got)
+	}
 	if fromSrc {
 		return kernel.ReduceTo(e.req.DType, e.req.Op, dst, e.lazySrc[x.Off*e.esize:(x.Off+x.Len)*e.esize], got)
 	}

@@ -61,6 +61,9 @@ func (c *Comm) plan(req *backend.Request, a algo.Algorithm) (algo.Plan, error) {
 		return cached(0, count, func() (algo.Plan, error) { return algo.AllReduce(a, c.rank, c.size, count, req.Chunk) })
 	case backend.KindReduce:
 		count := len(req.Send) / es
+		if inRankOrder(req) && req.Root != 0 {
+			return algo.ReduceInOrder(c.rank, c.size, req.Root, count)
+		}
 		return cached(req.Root, count, func() (algo.Plan, error) { return algo.Reduce(a, c.rank, c.size, req.Root, count) })
 	case backend.KindBroadcast:
 		count := len(req.Recv) / es
