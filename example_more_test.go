@@ -44,6 +44,22 @@ func ExampleRecv() {
 	// rank 0: 100 from rank 1, 200 from rank 2
 }
 
+// The receiver does not know the message's length: it receives into a
+// buffer long enough for any and learns the count (MPI_Get_count).
+func ExampleRecvUpTo() {
+	forRanks(2, func(ctx context.Context, c *comm.Comm) (string, error) {
+		if c.Rank() == 0 {
+			return "sent 3", comm.Send(ctx, c, []int32{7, 8, 9}, 1, 0)
+		}
+		buf := make([]int32, 1024)
+		n, from, err := comm.RecvUpTo(ctx, c, buf, comm.AnySource, 0)
+		return fmt.Sprintf("%d elements from rank %d: %v", n, from, buf[:n]), err
+	})
+	// Output:
+	// rank 0: sent 3
+	// rank 1: 3 elements from rank 0: [7 8 9]
+}
+
 // Every rank passes a value to its right-hand neighbour in a ring, all
 // sends and receives started at once.
 func ExampleBatchSendRecv() {

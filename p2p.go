@@ -27,7 +27,9 @@ func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 }
 
 // Recv receives into buf the next message with tag from rank src of c, or
-// from any rank if src is AnySource, and returns the sender's rank.
+// from any rank if src is AnySource, and returns the sender's rank. The
+// message must have exactly len(buf) elements (else an error wrapping
+// ErrLength); RecvUpTo takes shorter ones.
 func Recv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (int, error) {
 	return startRecv(ctx, c, buf, src, tag).syncSource()
 }
@@ -35,6 +37,43 @@ func Recv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (int, 
 // StartRecv is Recv, asynchronous (irecv); the sender is Work.Source.
 func StartRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
 	return startRecv[T](ctx, c, buf, src, tag).async()
+}
+
+// RecvUpTo receives the next message with tag from rank src of c (or from
+// any rank if src is AnySource) of at most len(buf) elements, as MPI_Recv
+// and torch's recv do, and returns how many elements it had and who sent
+// it (in the order of net.PacketConn.ReadFrom): the message is in buf[:n]
+// and buf[n:] is untouched. The sender calls Send as usual.
+//
+// A message longer than buf fails the receive with an error wrapping
+// ErrLength that names both lengths; the message is consumed and
+// dropped (MPI_ERR_TRUNCATE), the communicator is not aborted, and later
+// messages arrive as usual. The backend must support CapRecvUpTo (the
+// native and mpi backends do); otherwise RecvUpTo fails at once with
+// ErrInvalid. On error n is 0 and from -1. buf belongs to the receive
+// until it returns.
+func RecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (n, from int, err error) {
+	from, n, err = startRecvUpTo(ctx, c, buf, src, tag).syncRecv()
+	if err != nil {
+		return 0, -1, err
+	}
+	return n, from, nil
+}
+
+// StartRecvUpTo is RecvUpTo, asynchronous: the count is Work.Count and
+// the sender Work.Source once it is done.
+func StartRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
+	return startRecvUpTo(ctx, c, buf, src, tag).async()
+}
+
+func startRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
+	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
+	req.Peer, req.Tag, req.SigCount, req.UpTo = src, tag, len(buf), true
+	err := c.checkPeer(req.Kind, src, true, tag)
+	if err == nil && c.be != nil && !c.Supports(CapRecvUpTo) {
+		err = invalid(req.Kind, "RecvUpTo: backend %q cannot receive a message shorter than the buffer (see Comm.Supports(CapRecvUpTo)); use Recv with a buffer of the message's length", c.Backend())
+	}
+	return c.startP2P(ctx, req, err)
 }
 
 func startRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {

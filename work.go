@@ -20,6 +20,9 @@ type Work struct {
 	err    error
 	req    *backend.Request
 	source int
+	// count is the number of elements a Recv received; read only when
+	// source >= 0 (a Recv that succeeded).
+	count int
 	// post, if set, runs once the operation has succeeded and before it
 	// is done: the coalesced collectives unpack their results with it.
 	post func()
@@ -74,18 +77,28 @@ func (w *Work) sync() error {
 
 // syncSource is sync that also returns Source; w must not be used after.
 func (w *Work) syncSource() (int, error) {
+	source, _, err := w.syncRecv()
+	return source, err
+}
+
+// syncRecv is sync that also returns Source and Count; w must not be used
+// after.
+func (w *Work) syncRecv() (source, count int, err error) {
 	if w.pending {
 		w.pending = false
 		w.execute()
 	}
-	source, err := w.source, w.err
+	source, count, err = w.source, w.count, w.err
+	if source < 0 {
+		count = -1
+	}
 	if w.pooled {
 		*w.req = backend.Request{}
 		requests.Put(w.req)
 		*w = Work{}
 		works.Put(w)
 	}
-	return source, err
+	return source, count, err
 }
 
 // execute performs the operation and records it when it is profiled. It
@@ -142,6 +155,20 @@ func (w *Work) Source() int {
 	default:
 		return -1
 	}
+}
+
+// Count is the number of elements a completed Recv received (with
+// RecvUpTo, at most the buffer's length); -1 for other operations, a
+// failed Recv, or before completion.
+func (w *Work) Count() int {
+	select {
+	case <-w.done:
+		if w.source >= 0 {
+			return w.count
+		}
+	default:
+	}
+	return -1
 }
 
 // failed returns a completed Work carrying err; async and sync only report
@@ -216,5 +243,6 @@ func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
 	w.err = c.be.Run(ctx, req)
 	if req.Kind == backend.KindRecv && w.err == nil {
 		w.source = req.Source
+		w.count = req.Received / max(req.DType.Size(), 1)
 	}
 }

@@ -114,9 +114,17 @@ type Request struct {
 	Timeout time.Duration // MonitoredBarrier: how long rank 0 waits
 	WaitAll bool          // MonitoredBarrier: collect every late rank
 
+	// UpTo (Recv) accepts a message shorter than Recv, as MPI_Recv does;
+	// its signature count is then not compared. Only backends whose Comm
+	// reports the RecvUpTo capability honour it. A longer message fails
+	// the receive with an error wrapping ErrLength that names both
+	// lengths, and is consumed.
+	UpTo bool
+
 	// Results.
-	Source int            // Recv: the sender's communicator rank
-	Used   algo.Algorithm // the algorithm that ran
+	Source   int            // Recv: the sender's communicator rank
+	Received int            // Recv: the message's length in bytes
+	Used     algo.Algorithm // the algorithm that ran
 }
 
 // Comm is a backend's communicator: a world or a group of it.

@@ -36,6 +36,9 @@ type recvOp struct {
 	h    Header
 	buf  []byte
 	done chan struct{} // closed once state is recvDone
+	// upTo: the message may be shorter than buf (RecvUpTo); its signature
+	// must match h.Sig in all but Count.
+	upTo bool
 
 	// stop asks whoever writes into buf (a claimed receive) to give the
 	// buffer back: the receive's ctx ended or the mailbox failed.
@@ -45,6 +48,9 @@ type recvOp struct {
 	state recvState
 	from  int
 	err   error
+	// n is the message's length, set when a message is matched to the
+	// receive (fit cuts buf to it).
+	n int
 }
 
 // inflightMsg is a message whose payload a connection's reader is
@@ -241,20 +247,28 @@ func (mb *mailbox) finishLocked(r *recvOp, err error) {
 
 // recv is Endpoint.Recv on top of the mailbox; peer has been validated.
 func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
-	r, from, err := mb.startRecv(ctx, peer, h, buf)
+	from, _, err := mb.recvMode(ctx, peer, h, buf, false)
+	return from, err
+}
+
+// recvMode is recv, or with upTo RecvUpTo's; it also returns the
+// message's length.
+func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (from, n int, err error) {
+	r, from, n, err := mb.startRecvMode(ctx, peer, h, buf, upTo)
 	if r == nil {
-		return from, err
+		return from, n, err
 	}
 	select {
 	case <-r.done:
-		return r.from, r.err
+		return r.from, r.n, r.err
 	case <-ctx.Done():
 	}
 	if mb.cancelRecv(r) {
-		return -1, ctx.Err()
+		return -1, 0, ctx.Err()
 	}
 	<-r.done
-	return r.result(ctx)
+	from, err = r.result(ctx)
+	return from, r.n, err
 }
 
 // startRecv is the first half of recv: it returns r == nil with the
@@ -262,20 +276,27 @@ func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (in
 // else the receive it posted, or claimed from an in-flight message, for
 // the caller to wait on (r.done) or cancel (cancelRecv).
 func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte) (r *recvOp, from int, err error) {
+	r, from, _, err = mb.startRecvMode(ctx, peer, h, buf, false)
+	return r, from, err
+}
+
+// startRecvMode is startRecv, or with upTo RecvUpTo's; a receive settled
+// at once also returns the message's length n.
+func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (r *recvOp, from, n int, err error) {
 	if err := ctx.Err(); err != nil {
-		return nil, -1, err
+		return nil, -1, 0, err
 	}
 	mb.mu.Lock()
 	if err := mb.opErrLocked(); err != nil {
 		mb.mu.Unlock()
-		return nil, -1, err
+		return nil, -1, 0, err
 	}
 	if h.Seq != 0 {
 		if sq := mb.bySeq[seqKey{h.Comm, h.Seq}]; sq != nil {
 			for _, m := range sq.arrived {
 				if m.h.Sig != h.Sig {
 					mb.mu.Unlock()
-					return nil, -1, &MismatchError{Peer: m.from, Seq: h.Seq, Local: h.Sig, Remote: m.h.Sig}
+					return nil, -1, 0, &MismatchError{Peer: m.from, Seq: h.Seq, Local: h.Sig, Remote: m.h.Sig}
 				}
 			}
 		}
@@ -288,33 +309,36 @@ func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte
 				mb.unqueueSeq(m)
 			}
 			mb.mu.Unlock()
-			if err := checkMatch(m.from, &m.h, len(m.data), &h, len(buf)); err != nil {
-				return nil, -1, err
+			// A message that fails the checks is consumed all the
+			// same: it was this receive's (MPI_ERR_TRUNCATE).
+			if err := checkMatch(m.from, &m.h, len(m.data), &h, len(buf), upTo); err != nil {
+				return nil, -1, 0, err
 			}
 			copy(buf, m.data)
 			if m.pooled {
 				putBig(m.data)
 			}
-			return nil, m.from, nil
+			return nil, m.from, len(m.data), nil
 		}
 	}
 	if peer != AnySource && mb.gone[peer] {
 		mb.mu.Unlock()
-		return nil, -1, &PeerError{Peer: peer, Err: ErrPeerClosed}
+		return nil, -1, 0, &PeerError{Peer: peer, Err: ErrPeerClosed}
 	}
 	if peer == AnySource && mb.nGone == mb.size-1 {
 		mb.mu.Unlock()
-		return nil, -1, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
+		return nil, -1, 0, &PeerError{Peer: mb.lastGone, Err: ErrPeerClosed}
 	}
 	if lostPeer := mb.lostFor(peer); lostPeer >= 0 {
 		err := mb.needLostLocked(lostPeer)
 		mb.mu.Unlock()
-		return nil, -1, err
+		return nil, -1, 0, err
 	}
-	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{})}
-	if im := mb.handoffLocked(key, peer, &h, len(buf)); im != nil {
+	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{}), upTo: upTo}
+	if im := mb.handoffLocked(key, peer, &h, len(buf), upTo); im != nil {
 		r.state = recvClaimed
 		r.from = im.from
+		r.fit(im.n)
 		mb.claimed[r] = struct{}{}
 		im.r = r
 		im.handoff.Store(true)
@@ -322,7 +346,15 @@ func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte
 		mb.postLocked(r)
 	}
 	mb.mu.Unlock()
-	return r, -1, nil
+	return r, -1, 0, nil
+}
+
+// fit records that a message of n bytes, which passed checkMatch, is
+// matched to r: buf is cut to the message, so whoever writes the message
+// into r.buf writes exactly r.buf.
+func (r *recvOp) fit(n int) {
+	r.buf = r.buf[:n]
+	r.n = n
 }
 
 // quietFor reports whether a receive of h from peer (or AnySource) may
@@ -390,12 +422,18 @@ func (r *recvOp) result(ctx context.Context) (int, error) {
 	return r.from, r.err
 }
 
-// checkMatch applies the checks every match makes: signature, then length.
-func checkMatch(from int, got *Header, gotLen int, want *Header, wantLen int) error {
-	if got.Sig != want.Sig {
+// checkMatch applies the checks every match makes: signature, then
+// length. With upTo (RecvUpTo) the counts in the signatures may differ
+// and the message may be shorter than the buffer, not longer.
+func checkMatch(from int, got *Header, gotLen int, want *Header, wantLen int, upTo bool) error {
+	gs, ws := got.Sig, want.Sig
+	if upTo {
+		gs.Count, ws.Count = 0, 0
+	}
+	if gs != ws {
 		return &MismatchError{Peer: from, Seq: want.Seq, Local: want.Sig, Remote: got.Sig}
 	}
-	if gotLen != wantLen {
+	if gotLen != wantLen && !(upTo && gotLen < wantLen) {
 		return &LengthError{Peer: from, Got: gotLen, Want: wantLen}
 	}
 	return nil
@@ -406,10 +444,10 @@ func checkMatch(from int, got *Header, gotLen int, want *Header, wantLen int) er
 // the next one from its sender, wanted by no earlier receive, and passing
 // the signature and length checks (one that fails them is left to fail at
 // delivery).
-func (mb *mailbox) handoffLocked(key msgKey, peer int, h *Header, n int) *inflightMsg {
+func (mb *mailbox) handoffLocked(key msgKey, peer int, h *Header, n int, upTo bool) *inflightMsg {
 	kq := mb.byKey[key]
 	for _, im := range mb.inflight[key] {
-		if im.r != nil || (peer != AnySource && im.from != peer) || im.h.Sig != h.Sig || im.n != n {
+		if im.r != nil || (peer != AnySource && im.from != peer) || checkMatch(im.from, &im.h, im.n, h, n, upTo) != nil {
 			continue
 		}
 		if kq != nil && slices.ContainsFunc(kq.posted, func(r *recvOp) bool {
@@ -613,12 +651,13 @@ func (mb *mailbox) matchLocked(from int, h *Header, n int) (*recvOp, arrival) {
 			mb.dropSeqIfEmpty(sk, sq)
 		}
 	}
-	if err := checkMatch(from, h, n, &r.h, len(r.buf)); err != nil {
+	if err := checkMatch(from, h, n, &r.h, len(r.buf), r.upTo); err != nil {
 		mb.finishLocked(r, err)
 		return nil, arriveDrop
 	}
 	r.state = recvClaimed
 	r.from = from
+	r.fit(n)
 	mb.claimed[r] = struct{}{}
 	return r, arriveDirect
 }

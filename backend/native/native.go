@@ -197,7 +197,14 @@ func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
 	if req.Peer >= 0 {
 		peer = c.members[req.Peer]
 	}
-	from, err := c.ep.Recv(ctx, peer, c.p2pHeader(req), req.Recv)
+	var from int
+	var err error
+	if req.UpTo {
+		from, req.Received, err = c.recvUpTo(ctx, peer, req)
+	} else {
+		from, err = c.ep.Recv(ctx, peer, c.p2pHeader(req), req.Recv)
+		req.Received = len(req.Recv)
+	}
 	if err != nil {
 		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
 	}
