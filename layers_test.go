@@ -27,7 +27,7 @@ var layers = []struct {
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
-	{"on the API", []string{"conformance", "launch", "onebit"}},
+	{"on the API", []string{"conformance", "launch", "onebit", "internal/faults"}},
 	{"on those", []string{"optim", "bench"}},
 	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},
 }
