@@ -50,7 +50,9 @@ type flightEntry struct {
 	op          backend.Op
 	root, peer  int32
 	send, recv  int64 // buffer sizes in bytes
-	enter, exit time.Time
+	// enter and exit are offsets from the recorder's base time: reading
+	// the monotonic clock alone (time.Since) costs half of time.Now.
+	enter, exit time.Duration
 	state       flightState
 	err         error
 }
@@ -60,6 +62,7 @@ type flightRecorder struct {
 	id     uint64
 	rank   int   // this rank in the communicator
 	global []int // communicator rank -> world rank; read-only
+	base   time.Time
 
 	mu        sync.Mutex // protects following
 	ring      [flightRingSize]flightEntry
@@ -71,12 +74,12 @@ type flightRecorder struct {
 }
 
 func newFlightRecorder(id uint64, rank int, global []int) *flightRecorder {
-	return &flightRecorder{id: id, rank: rank, global: global}
+	return &flightRecorder{id: id, rank: rank, global: global, base: time.Now()}
 }
 
 // enter records that req starts now and returns its ordinal for exit.
 func (r *flightRecorder) enter(req *backend.Request) uint64 {
-	now := time.Now()
+	now := time.Since(r.base)
 	root, peer := int32(-1), int32(-1)
 	switch req.Kind {
 	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
@@ -102,7 +105,7 @@ func (r *flightRecorder) enter(req *backend.Request) uint64 {
 // has already overwritten (more than flightRingSize operations in flight)
 // is forgotten.
 func (r *flightRecorder) exit(ord uint64, err error) {
-	now := time.Now()
+	now := time.Since(r.base)
 	r.mu.Lock()
 	e := &r.ring[ord%flightRingSize]
 	if e.ord == ord {
@@ -159,10 +162,13 @@ type FlightRecord struct {
 	Comms []FlightComm `json:"comms"`
 }
 
-func (e *flightEntry) export() FlightOp {
+func (e *flightEntry) export(base time.Time) FlightOp {
 	op := FlightOp{
 		Seq: e.seq, Op: opName(e.kind), DType: e.dtype.String(), Root: int(e.root), Peer: int(e.peer),
-		SendBytes: e.send, RecvBytes: e.recv, Entered: e.enter, Exited: e.exit, State: e.state.String(),
+		SendBytes: e.send, RecvBytes: e.recv, Entered: base.Add(e.enter).Round(0), State: e.state.String(),
+	}
+	if e.state != flightPending {
+		op.Exited = base.Add(e.exit).Round(0)
 	}
 	if isReduction(e.kind) {
 		op.Reduce = e.op.String()
@@ -199,13 +205,13 @@ func (r *flightRecorder) snapshot(n int) FlightComm {
 		if e.ord != ord {
 			continue
 		}
-		op := e.export()
+		op := e.export(r.base)
 		fc.Recent = append(fc.Recent, op)
 	}
 	// Pending operations older than the kept window still matter.
 	for i := range r.ring {
 		if e := &r.ring[i]; e.state == flightPending {
-			fc.Pending = append(fc.Pending, e.export())
+			fc.Pending = append(fc.Pending, e.export(r.base))
 		}
 	}
 	slices.SortFunc(fc.Pending, func(a, b FlightOp) int { return a.Entered.Compare(b.Entered) })
