@@ -43,13 +43,13 @@ func (s flightState) String() string {
 
 // flightEntry is one operation in a ring.
 type flightEntry struct {
-	ord         uint64 // 1 + the number of operations entered before it
-	seq         uint64
-	kind        backend.Kind
-	dtype       backend.DType
-	op          backend.Op
-	root, peer  int32
-	send, recv  int64 // buffer sizes in bytes
+	ord        uint64 // 1 + the number of operations entered before it
+	seq        uint64
+	kind       backend.Kind
+	dtype      backend.DType
+	op         backend.Op
+	root, peer int32
+	send, recv int64 // buffer sizes in bytes
 	// enter and exit are offsets from the recorder's base time: reading
 	// the monotonic clock alone (time.Since) costs half of time.Now.
 	enter, exit time.Duration
