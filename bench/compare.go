@@ -538,11 +538,11 @@ type caseKey struct {
 // skipped; Wrong adds up the runs' counts.
 func Aggregate(series string, n int, plan Plan, runs [][]Sample) []Result {
 	type acc struct {
-		means, mins, meds, maxs []float64
-		wrong                   int64
-		checked                 bool
-		skip                    string
-		iters, warmup, root     int
+		means, mins, meds, p99s, maxs []float64
+		wrong                         int64
+		checked                       bool
+		skip                          string
+		iters, warmup, root           int
 	}
 	accs := map[caseKey]*acc{}
 	for _, samples := range runs {
@@ -559,6 +559,7 @@ func Aggregate(series string, n int, plan Plan, runs [][]Sample) []Result {
 			}
 			st := Stats(s.Times)
 			a.means, a.mins, a.meds, a.maxs = append(a.means, s.time(st)), append(a.mins, st.Min), append(a.meds, st.Median), append(a.maxs, st.Max)
+			a.p99s = append(a.p99s, st.P99)
 			a.iters, a.warmup, a.root = len(s.Times), s.Warmup, s.Root
 			if s.Wrong >= 0 {
 				a.checked = true
@@ -587,10 +588,12 @@ func Aggregate(series string, n int, plan Plan, runs [][]Sample) []Result {
 		}
 		slices.Sort(a.means)
 		slices.Sort(a.meds)
+		slices.Sort(a.p99s)
 		r.Iters, r.Warmup, r.Runs = a.iters, a.warmup, len(a.means)
 		r.TimeUS = Median(a.means) * scale
 		r.MinUS = slices.Min(a.mins) * scale
 		r.MedUS = Median(a.meds) * scale
+		r.P99US = Median(a.p99s) * scale
 		r.MaxUS = slices.Max(a.maxs) * scale
 		r.AlgBW, r.BusBW = cs.Op.Bandwidths(cs.Bytes, r.TimeUS/1e6, n)
 		if a.checked {
@@ -609,7 +612,7 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 	if m.Budget > 0 {
 		fmt.Fprintf(w, " (at most %s per size)", HumanSize(m.Budget))
 	}
-	fmt.Fprintf(w, "\n# time: median over %d interleaved runs of each run's loop time per iteration (us); busbw in GB/s (nccl-tests factors)\n", runs)
+	fmt.Fprintf(w, "\n# time: median over %d interleaved runs of each run's loop time per iteration (us); p99: median over the runs of each run's 99th-percentile iteration (us); busbw in GB/s (nccl-tests factors)\n", runs)
 	fmt.Fprintln(w, "# ratio ours/peer = our busbw / peer busbw = peer time / our time: above 1, gocomm is faster")
 	by := map[string]map[caseKey]Result{}
 	for _, r := range results {
@@ -640,8 +643,8 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 		head1 := []string{"size"}
 		head2 := []string{"(B)"}
 		for _, s := range series {
-			head1 = append(head1, s, "")
-			head2 = append(head2, "time", "busbw")
+			head1 = append(head1, s, "", "")
+			head2 = append(head2, "time", "p99", "busbw")
 		}
 		for _, p := range ratios {
 			head1 = append(head1, shortName(p.a)+"/")
@@ -654,11 +657,11 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 				r, ok := by[s][k]
 				switch {
 				case !ok:
-					row = append(row, "-", "-")
+					row = append(row, "-", "-", "-")
 				case r.Skip != "":
-					row = append(row, "n/a", "n/a")
+					row = append(row, "n/a", "n/a", "n/a")
 				default:
-					row = append(row, FormatMicros(r.TimeUS), fmt.Sprintf("%.3f", r.BusBW))
+					row = append(row, FormatMicros(r.TimeUS), FormatMicros(r.P99US), fmt.Sprintf("%.3f", r.BusBW))
 				}
 			}
 			for _, p := range ratios {

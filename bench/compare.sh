@@ -1,6 +1,6 @@
 #!/bin/sh
 # compare.sh: issue 4's side-by-side comparison, rerunnable anywhere the
-# repository builds: gocomm (TCP, and shared memory) against Open MPI
+# repository builds: gocomm (TCP, shared memory, and its MPI backend) against Open MPI
 # (vader and tcp BTLs, through bench/peers/mpi_bench.c under mpirun) and
 # torch.distributed's gloo (bench/peers/gloo_bench.py under
 # /usr/bin/python3), float32, medians of 3 interleaved runs, in two passes:
@@ -22,7 +22,14 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-(cd "$root" && go build -o "$bin/commbench" ./cmd/commbench)
+# With Open MPI's headers, a commbench with gocomm's MPI backend (the
+# mpi-backend series); otherwise that series is reported as not run.
+tags=""
+if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists ompi-c; then
+	tags="-tags mpi"
+fi
+# shellcheck disable=SC2086 # $tags is empty or one flag
+(cd "$root" && go build $tags -o "$bin/commbench" ./cmd/commbench)
 common="-n 2 -d float32 --runs 3"
 # shellcheck disable=SC2086 # word splitting of the options is intended
 "$bin/commbench" compare $common --op allreduce -b 8 -e 8K -w 1000 -i 2000 \

@@ -51,6 +51,9 @@ func TestAggregate(t *testing.T) {
 	if r.Op != AllReduce || r.Bytes != 8 || r.Runs != 3 || !close(r.TimeUS, 4) || !close(r.MinUS, 1) || !close(r.MaxUS, 10) || !close(r.MedUS, 4) || r.Wrong != 0 {
 		t.Errorf("8 B = %+v; want the median of the means 2, 10, 4", r)
 	}
+	if !close(r.P99US, 4) {
+		t.Errorf("8 B p99 = %v; want 4, the median of the runs' p99s 3, 10, 4", r.P99US)
+	}
 	r = rs[1]
 	if !close(r.TimeUS, 200) || r.Wrong != 3 || !close(r.AlgBW, float64(1<<20)/200e-6/1e9) || !close(r.BusBW, r.AlgBW) {
 		t.Errorf("1 MiB = %+v", r)
@@ -195,6 +198,24 @@ func TestCompareWithNothingToRun(t *testing.T) {
 	err = CompareWith(context.Background(), cfg, t.TempDir(), runners, &out, &bytes.Buffer{})
 	if err == nil || !strings.Contains(out.String(), "y: run 1 failed: crash") {
 		t.Errorf("error = %v, output:\n%s", err, out.String())
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	xs := make([]float64, 200)
+	for i := range xs {
+		xs[i] = float64(i + 1)
+	}
+	for _, tc := range []struct{ q, want float64 }{{0.99, 198}, {0.5, 100}, {1, 200}, {0, 1}} {
+		if got := Quantile(xs, tc.q); got != tc.want {
+			t.Errorf("Quantile(1..200, %v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := Quantile([]float64{7}, 0.99); got != 7 {
+		t.Errorf("Quantile of one = %v", got)
+	}
+	if !math.IsNaN(Quantile(nil, 0.99)) {
+		t.Error("Quantile of none is not NaN")
 	}
 }
 

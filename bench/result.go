@@ -48,6 +48,7 @@ type Result struct {
 	TimeUS float64 `json:"time_us"` // mean over iterations
 	MinUS  float64 `json:"min_us"`
 	MedUS  float64 `json:"median_us"`
+	P99US  float64 `json:"p99_us,omitempty"` // 99th percentile of the iterations (comparison mode: median over runs)
 	MaxUS  float64 `json:"max_us"`
 	AlgBW  float64 `json:"algbw_gbps"` // GB/s, 1e9 bytes per second, from the mean time
 	BusBW  float64 `json:"busbw_gbps"`
@@ -83,6 +84,7 @@ func Summarize(series string, n int, dt comm.DType, redop comm.ReduceOp, s Sampl
 	st := Stats(s.Times)
 	r.Iters = len(s.Times)
 	r.TimeUS, r.MinUS, r.MedUS, r.MaxUS = s.time(st)*scale, st.Min*scale, st.Median*scale, st.Max*scale
+	r.P99US = st.P99 * scale
 	r.AlgBW, r.BusBW = s.Op.Bandwidths(s.Bytes, r.TimeUS/1e6, n)
 	return r
 }
@@ -97,7 +99,7 @@ func (s Sample) time(st Summary) float64 {
 }
 
 // Summary holds the statistics of a set of durations.
-type Summary struct{ Mean, Min, Median, Max float64 }
+type Summary struct{ Mean, Min, Median, P99, Max float64 }
 
 // Stats summarises xs (which it does not modify); all zero when empty.
 func Stats(xs []float64) Summary {
@@ -110,7 +112,18 @@ func Stats(xs []float64) Summary {
 	for _, x := range s {
 		sum += x
 	}
-	return Summary{Mean: sum / float64(len(s)), Min: s[0], Median: Median(s), Max: s[len(s)-1]}
+	return Summary{Mean: sum / float64(len(s)), Min: s[0], Median: Median(s), P99: Quantile(s, 0.99), Max: s[len(s)-1]}
+}
+
+// Quantile q (0..1) of sorted xs, nearest rank: the smallest element
+// with at least q of the elements at or below it; NaN when empty.
+func Quantile(sorted []float64, q float64) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(n))) - 1
+	return sorted[min(max(i, 0), n-1)]
 }
 
 // Median of sorted xs: the middle element, or the mean of the middle two.

@@ -13,7 +13,7 @@ import (
 func TestStats(t *testing.T) {
 	in := []float64{4, 1, 3, 2}
 	st := Stats(in)
-	if st != (Summary{Mean: 2.5, Min: 1, Median: 2.5, Max: 4}) {
+	if st != (Summary{Mean: 2.5, Min: 1, Median: 2.5, P99: 4, Max: 4}) {
 		t.Errorf("Stats(%v) = %+v", in, st)
 	}
 	if !reflect.DeepEqual(in, []float64{4, 1, 3, 2}) {
@@ -35,7 +35,7 @@ func TestSummarize(t *testing.T) {
 	r := Summarize("x", 4, backend.Float32, backend.Sum, s)
 	want := Result{
 		Series: "x", Op: AllReduce, Bytes: 1 << 20, Count: 1 << 18, DType: "float32", RedOp: "sum", Root: -1,
-		Ranks: 4, Warmup: 5, Iters: 4, TimeUS: 2000, MinUS: 1000, MedUS: 2000, MaxUS: 3000,
+		Ranks: 4, Warmup: 5, Iters: 4, TimeUS: 2000, MinUS: 1000, MedUS: 2000, P99US: 3000, MaxUS: 3000,
 		AlgBW: float64(1<<20) / 2e-3 / 1e9, BusBW: float64(1<<20) / 2e-3 / 1e9 * 1.5, Wrong: 0,
 	}
 	if !approxResult(r, want) {
