@@ -253,9 +253,11 @@ func (s *TCPStore) confirmV1(ctx context.Context, c *clientConn) (*clientConn, e
 }
 
 // openV2 opens c in torch 2.x: VALIDATE, then PING (unless noPing). When
-// forced (GOCOMM_TORCH_STORE=2) and the server drops the PING, it retries
-// once without PING (a 2.x server older than PING) before reporting the
-// mismatch.
+// forced (GOCOMM_TORCH_STORE=2) and the server closes the connection at
+// PING, the server may be a 2.x one older than PING or a 1.x one: the
+// probe tells them apart (never sending the PING-less opening to a 1.x
+// server, which would read its bytes as a SET of a 22 GB key and wait for
+// it, stuck) before the mismatch is reported.
 func (s *TCPStore) openV2(ctx context.Context, c *clientConn, noPing, forced bool) (*clientConn, error) {
 	r, err := s.askV2(ctx, c, noPing)
 	if err == nil && r == probeAnswered {
@@ -267,18 +269,28 @@ func (s *TCPStore) openV2(ctx context.Context, c *clientConn, noPing, forced boo
 		return nil, err
 	}
 	knownProtocols.Delete(s.addr) // whatever answered before is not what answers now
-	if forced && !noPing && r == probeDropped {
-		var c2 *clientConn
-		if c2, r, err = s.tryV2(ctx, true); err != nil || r == probeAnswered {
-			return c2, err
+	if !forced {
+		return nil, fmt.Errorf("%w: the server at %s spoke torch 2.x's protocol before but %v after VALIDATE and PING now (within %v): was it replaced by another?",
+			errStaleProtocol, s.addr, r, handshakeTimeout)
+	}
+	found := "as a torch 1.x server does"
+	if !noPing && r == probeDropped {
+		c2, err := s.rawDial(ctx)
+		if err != nil {
+			return nil, err
 		}
+		c3, d, err := s.probe(ctx, c2)
+		switch {
+		case err != nil:
+			return nil, err
+		case d == dialectV2:
+			return c3, nil
+		}
+		c3.nc.Close()
+		found = "and it answers torch 1.x's CHECK: it is a torch 1.x server"
 	}
-	if forced {
-		return nil, fmt.Errorf("%w: %s=2 forces torch 2.x's protocol, but the server at %s %v after VALIDATE and PING (within %v), as a torch 1.x server does: set %s=1, or unset it to probe",
-			ErrProtocol, envTorchStore, s.addr, r, handshakeTimeout, envTorchStore)
-	}
-	return nil, fmt.Errorf("%w: the server at %s spoke torch 2.x's protocol before but %v after VALIDATE and PING now (within %v): was it replaced by another?",
-		errStaleProtocol, s.addr, r, handshakeTimeout)
+	return nil, fmt.Errorf("%w: %s=2 forces torch 2.x's protocol, but the server at %s %v after VALIDATE and PING (within %v), %s: set %s=1, or unset it to probe",
+		ErrProtocol, envTorchStore, s.addr, r, handshakeTimeout, found, envTorchStore)
 }
 
 // errStaleProtocol: a server no longer speaks what knownProtocols says.

@@ -289,7 +289,7 @@ func TestForcedGeneration(t *testing.T) {
 		{" 2 ", frontTorch2LibUV, 2, nil},
 		{"auto", frontTorch2LibUV, 2, nil},
 		{"1", frontTorch2Classic, 0, []string{"GOCOMM_TORCH_STORE=1 forces torch 1.x", "closed the connection", "set GOCOMM_TORCH_STORE=2"}},
-		{"2", frontTorch1, 0, []string{"GOCOMM_TORCH_STORE=2 forces torch 2.x", "closed the connection", "as a torch 1.x server does", "set GOCOMM_TORCH_STORE=1"}},
+		{"2", frontTorch1, 0, []string{"GOCOMM_TORCH_STORE=2 forces torch 2.x", "closed the connection", "it is a torch 1.x server", "set GOCOMM_TORCH_STORE=1"}},
 		{"3", frontTorch1, 0, []string{`GOCOMM_TORCH_STORE="3": want 1`, "or auto"}},
 	} {
 		t.Run(tc.value+"/"+tc.mode.String(), func(t *testing.T) {
@@ -625,3 +625,215 @@ func (f *front) Refused() int64 { return f.refused.Load() }
 
 // Accepted returns how many connections the front passed on.
 func (f *front) Accepted() int64 { return f.accepted.Load() }
+
+// fakeStep is one exchange of a scripted fake server: read want (hex),
+// then write reply (hex), close the connection ("close"), or do nothing
+// until the client hangs up ("silent").
+type fakeStep struct{ want, reply string }
+
+// fakeServer serves the i-th connection it accepts with scripts[i] and
+// reports each script's outcome on the returned channel.
+func fakeServer(t *testing.T, scripts ...[]fakeStep) (addr string, done <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	knownProtocols.Delete(ln.Addr().String())
+	errs := make(chan error, len(scripts))
+	go func() {
+		for i, script := range scripts {
+			c, err := ln.Accept()
+			if err != nil {
+				errs <- err
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(20 * time.Second))
+				for _, s := range script {
+					want := unhex(t, s.want)
+					got := make([]byte, len(want))
+					if _, err := io.ReadFull(c, got); err != nil {
+						errs <- fmt.Errorf("connection %d: reading %x: %v", i, want, err)
+						return
+					}
+					if !bytes.Equal(got, want) {
+						errs <- fmt.Errorf("connection %d: client sent %x, want %x", i, got, want)
+						return
+					}
+					switch s.reply {
+					case "close":
+						errs <- nil
+						return
+					case "silent":
+						io.Copy(io.Discard, c)
+						errs <- nil
+						return
+					}
+					if _, err := c.Write(unhex(t, s.reply)); err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return ln.Addr().String(), errs
+}
+
+func pingBytes() string {
+	return hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, pingNonce))
+}
+
+// A torch 2.x classic server older than PING closes the connection at PING
+// (an unknown query): after a closed 1.x probe, the client confirms
+// VALIDATE with a 2.x CHECK of no keys instead, and remembers to open its
+// later connections that way.
+func TestProbeTorch2WithoutPing(t *testing.T) {
+	t.Setenv(envTorchStore, "")
+	open := "00 cef7853c 05 0000000000000000" // VALIDATE, 2.x CHECK of no keys
+	addr, done := fakeServer(t,
+		[]fakeStep{{"04 0000000000000000", "close"}},           // the 1.x probe
+		[]fakeStep{{"00 cef7853c 0d " + pingBytes(), "close"}}, // VALIDATE, PING: unknown query
+		[]fakeStep{{open, "00"}, // the main connection
+			{"05 0100000000000000 0200000000000000 2f6b", "01"},  // Wait(k): CHECK: NOT_READY
+			{"05 0100000000000000 0200000000000000 2f6b", "00"}}, // after STOP_WAITING: READY
+		[]fakeStep{{open, "00"}, // the wait connection, opened the same way
+			{"06 0100000000000000 0200000000000000 2f6b", "00"}},
+	)
+	ctx := testCtx(t)
+	st, err := DialTCPStore(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.TorchProtocol() != 2 {
+		t.Fatalf("TorchProtocol() = %d, want 2", st.TorchProtocol())
+	}
+	if err := st.Wait(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// GOCOMM_TORCH_STORE=2 against a 2.x server older than PING: the PING is
+// refused, the probe (1.x CHECK refused) tells it from a 1.x server, and
+// VALIDATE is confirmed with a 2.x CHECK.
+func TestForcedTorch2WithoutPing(t *testing.T) {
+	t.Setenv(envTorchStore, "2")
+	addr, done := fakeServer(t,
+		[]fakeStep{{"00 cef7853c 0d " + pingBytes(), "close"}}, // forced: VALIDATE, PING
+		[]fakeStep{{"04 0000000000000000", "close"}},           // the probe: refused, so 2.x
+		[]fakeStep{{"00 cef7853c 0d " + pingBytes(), "close"}},
+		[]fakeStep{{"00 cef7853c 05 0000000000000000", "00"}},
+	)
+	st, err := DialTCPStore(testCtx(t), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.TorchProtocol() != 2 {
+		t.Fatalf("TorchProtocol() = %d, want 2", st.TorchProtocol())
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A torch 1.x server too slow to answer the probe within probeSilence
+// looks like torch 2.x's libuv server at first; it closes the connection
+// at VALIDATE+PING (for torch 1.x, a SET whose key length is over 2^63),
+// so the client asks the 1.x question again, patiently, and speaks 1.x.
+func TestProbeSlowTorch1(t *testing.T) {
+	t.Setenv(envTorchStore, "")
+	addr, done := fakeServer(t,
+		[]fakeStep{{"04 0000000000000000", "silent"}}, // too slow: no answer in time
+		[]fakeStep{{"00 cef7853c 0d " + pingBytes(), "close"}},
+		[]fakeStep{{"04 0000000000000000", "00"}, // asked again: READY
+			{"00 0200000000000000 2f6b 0100000000000000 76 04 0000000000000000", "00"}}, // Set(k, v), acknowledged
+	)
+	ctx := testCtx(t)
+	st, err := DialTCPStore(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.TorchProtocol() != 1 {
+		t.Fatalf("TorchProtocol() = %d, want 1", st.TorchProtocol())
+	}
+	mustSet(t, st, "k", "v")
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const torchWaitingMasterScript = `
+import sys, datetime
+import torch.distributed as d
+s = d.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=datetime.timedelta(seconds=60))
+print(s.port, flush=True)
+s.wait(["go/done"])
+print(s.get("go/done").decode(), flush=True)
+`
+
+// Against the real torch 1.13: GOCOMM_TORCH_STORE=2 is refused at dial,
+// clearly (torch 1.13 resets the connection at VALIDATE+PING: the key
+// length it reads is over 2^63), the server is unharmed, and the probe
+// then picks 1.x.
+func TestTorch113RefusesForcedTorch2(t *testing.T) {
+	requireTorch(t)
+	out, wait := startPython(t, torchWaitingMasterScript)
+	port := readLine(t, out, wait)
+	addr := "127.0.0.1:" + port
+	knownProtocols.Delete(addr)
+	ctx := testkitContext(t, 60*time.Second)
+
+	t.Setenv(envTorchStore, "2")
+	start := time.Now()
+	_, err := DialTCPStore(ctx, addr)
+	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "GOCOMM_TORCH_STORE=2 forces") {
+		t.Fatalf("forced 2.x against torch 1.13: %v, want ErrProtocol saying GOCOMM_TORCH_STORE=2 forces", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("torch 1.13 took %v to refuse VALIDATE+PING", took)
+	}
+	t.Setenv(envTorchStore, "auto")
+	st, err := DialTCPStore(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if st.TorchProtocol() != 1 {
+		t.Fatalf("TorchProtocol() = %d against torch 1.13, want 1", st.TorchProtocol())
+	}
+	if err := st.MultiSet(ctx, []string{"go/a", "go/done"}, [][]byte{[]byte("1"), []byte("bye")}); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := st.MultiGet(ctx, "go/done", "go/a"); err != nil || len(vs) != 2 || string(vs[0]) != "bye" || string(vs[1]) != "1" {
+		t.Fatalf("MultiGet against torch 1.13 = %q, %v", vs, err)
+	}
+	if line := readLine(t, out, wait); line != "bye" {
+		t.Fatalf("torch saw %q, want bye", line)
+	}
+	if err := wait(); err != nil {
+		t.Fatalf("python: %v", err)
+	}
+}
+
+func testkitContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
