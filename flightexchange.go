@@ -164,20 +164,32 @@ func (c *Comm) explainFailure(req *backend.Request, err error) error {
 func timeoutCause(err error) (own, remote bool) {
 	var ra *core.RemoteAbortError
 	if errors.As(err, &ra) {
-		return false, strings.Contains(ra.Reason, context.DeadlineExceeded.Error())
+		// An older peer's abort names no kind: its text does.
+		return false, ra.Kind == core.FailTimeout || strings.Contains(ra.Reason, context.DeadlineExceeded.Error())
 	}
 	return errors.Is(err, context.DeadlineExceeded), false
 }
 
 // deadRanks lists the world ranks err says are gone: lost (their
-// connection broke without a goodbye) or closed. Neither answers the
-// exchange nor comes to Shrink.
+// connection broke without a goodbye, or a peer's abort says so) or
+// closed. Neither answers the exchange nor comes to Shrink.
 func deadRanks(err error) []int {
 	var dead []int
+	add := func(r int) {
+		if r >= 0 && !slices.Contains(dead, r) {
+			dead = append(dead, r)
+		}
+	}
 	walkErrors(err, func(e error) {
-		pe, ok := e.(*core.PeerError)
-		if ok && (errors.Is(pe.Err, core.ErrPeerLost) || errors.Is(pe.Err, core.ErrPeerClosed)) && !slices.Contains(dead, pe.Peer) {
-			dead = append(dead, pe.Peer)
+		switch e := e.(type) {
+		case *core.PeerError:
+			if errors.Is(e.Err, core.ErrPeerLost) || errors.Is(e.Err, core.ErrPeerClosed) {
+				add(e.Peer)
+			}
+		case *core.RemoteAbortError:
+			if e.Kind == core.FailLost || e.Kind == core.FailClosed {
+				add(e.Origin)
+			}
 		}
 	})
 	slices.Sort(dead)

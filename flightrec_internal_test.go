@@ -81,6 +81,12 @@ func TestDeadRanksAndTimeoutCause(t *testing.T) {
 	if got := deadRanks(&core.PeerError{Peer: 1, Err: core.ErrMismatch}); got != nil {
 		t.Errorf("a mismatched peer is alive: %v", got)
 	}
+	if got := deadRanks(&core.OpError{Err: &core.RemoteAbortError{Peer: 1, Origin: 3, Kind: core.FailLost, Reporter: 1}}); !slices.Equal(got, []int{3}) {
+		t.Errorf("a peer's abort naming a lost rank: %v, want [3]", got)
+	}
+	if got := deadRanks(&core.RemoteAbortError{Peer: 1, Origin: 3, Kind: core.FailTimeout, Reporter: 1}); got != nil {
+		t.Errorf("a rank that timed out may be alive: %v", got)
+	}
 	if own, remote := timeoutCause(&core.OpError{Err: fmt.Errorf("%w at step 0", context.DeadlineExceeded)}); !own || remote {
 		t.Errorf("own timeout: %v %v", own, remote)
 	}
@@ -90,6 +96,9 @@ func TestDeadRanksAndTimeoutCause(t *testing.T) {
 	}
 	if own, remote := timeoutCause(&core.OpError{Err: &core.RemoteAbortError{Peer: 1, Reason: "rank 2: peer connection lost"}}); own || remote {
 		t.Errorf("remote loss: %v %v", own, remote)
+	}
+	if own, remote := timeoutCause(&core.RemoteAbortError{Peer: 1, Reason: "late", Origin: 2, Kind: core.FailTimeout}); own || !remote {
+		t.Errorf("remote timeout by kind: %v %v", own, remote)
 	}
 }
 
