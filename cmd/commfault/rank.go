@@ -68,6 +68,21 @@ func check(buf []float32, size, it int) error {
 	return nil
 }
 
+// stopAgreed reports whether any rank has seen the stop file: the ranks
+// decide together, so that none closes while another starts a sweep. A
+// failure of this collective counts as not stopping: the next sweep
+// reports it.
+func stopAgreed(ctx context.Context, c *comm.Comm, stop string) bool {
+	flag := []int32{0}
+	if _, err := os.Stat(stop); err == nil {
+		flag[0] = 1
+	}
+	if err := comm.AllReduce(ctx, c, flag, flag, comm.Max); err != nil {
+		return false
+	}
+	return flag[0] == 1
+}
+
 // rankMain is a rank: it runs the mode in the environment and exits.
 func rankMain() int {
 	ctx := context.Background()
@@ -118,10 +133,8 @@ func rankMain() int {
 			if it == len(sweepSizes()) {
 				report("ready", "")
 			}
-			if stop != "" {
-				if _, err := os.Stat(stop); err == nil {
-					break
-				}
+			if stop != "" && stopAgreed(ctx, c, stop) {
+				break
 			}
 		}
 	}

@@ -32,7 +32,8 @@ type stormResult struct {
 	targets    []string // addresses attacked
 	conns      int      // hostile connections opened
 	dialFailed int      // connections that could not be opened
-	toData     int      // connections aimed at a data listener
+	toData     int      // connections that reached a data listener
+	dataGone   int      // connections whose data listener had closed (sent to the store instead)
 	closedBy   int      // connections the rank closed on the attacker
 	crashes    int      // ranks that exited non-zero or reported an error
 	wrong      int      // wrong results
@@ -217,6 +218,12 @@ func (t *targets) pick(k int) string {
 	return t.store
 }
 
+func (t *targets) storeAddr() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.store
+}
+
 func (t *targets) all() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -269,7 +276,8 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 	case <-time.After(p.ready):
 		return stormResult{setupErr: fmt.Errorf("the ranks listened on no TCP port within %v", p.ready)}
 	}
-	var closed, failed, toData atomic.Int64
+	var closed, failed, toData, dataGone atomic.Int64
+	var firstErr atomic.Value
 	sem := make(chan struct{}, 100)
 	var wg sync.WaitGroup
 	stormDone := make(chan struct{})
@@ -285,13 +293,21 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 					failed.Add(1)
 					return
 				}
-				if _, pt, _ := net.SplitHostPort(addr); pt != strconv.Itoa(port) {
-					toData.Add(1)
-				}
 				c, err := hostile(ctx, addr, i%numHostile, k, hold)
+				if _, pt, _ := net.SplitHostPort(addr); pt != strconv.Itoa(port) {
+					if err == nil {
+						toData.Add(1)
+					} else { // the listener closed since: the store takes it
+						dataGone.Add(1)
+						addr = tg.storeAddr()
+						c, err = hostile(ctx, addr, i%numHostile, k, hold)
+					}
+				}
 				switch {
 				case err != nil:
-					failed.Add(1)
+					if failed.Add(1) == 1 {
+						firstErr.Store(fmt.Sprintf("first connection that failed: %s: %v", addr, err))
+					}
 				case c:
 					closed.Add(1)
 				}
@@ -306,7 +322,10 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 	}
 	<-stormDone
 	res.targets = tg.all()
-	res.toData = int(toData.Load())
+	if e, ok := firstErr.Load().(string); ok {
+		res.detail = append(res.detail, e)
+	}
+	res.toData, res.dataGone = int(toData.Load()), int(dataGone.Load())
 	res.conns, res.dialFailed, res.closedBy = n, int(failed.Load()), int(closed.Load())
 	if f, err := os.Create(stop); err == nil {
 		f.Close()

@@ -113,8 +113,8 @@ func (t *table) storm(ctx context.Context, c config) bool {
 		t.add(row, nil)
 		return false
 	}
-	row[3] = fmt.Sprintf("%d crashes, %d wrong results, %d verified all-reduces per rank; %d ports attacked (the store all along, data listeners while they listened: %d connections), %d of %d connections closed by the ranks, %d could not connect; %d refusals logged",
-		r.crashes, r.wrong, r.iterations, len(r.targets), r.toData, r.closedBy, r.conns, r.dialFailed, r.refusals)
+	row[3] = fmt.Sprintf("%d crashes, %d wrong results, %d verified all-reduces per rank; %d connections reached a data listener while the ranks connected (%d more found it closed and went to the store), the rest the store; %d of %d closed by the ranks, %d could not connect; %d refusals logged (rate-limited)",
+		r.crashes, r.wrong, r.iterations, r.toData, r.dataGone, r.closedBy, r.conns, r.dialFailed, r.refusals)
 	row[4], row[5] = "-", "-"
 	t.add(row, r.detail)
 	return true
