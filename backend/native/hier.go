@@ -43,16 +43,11 @@ func (c *Comm) buildTopology(ctx context.Context) (*topology, error) {
 	if !ok {
 		return nil, nil
 	}
-	t := &topology{hostOf: make([]int, c.size)}
-	index := map[int]int{} // endpoint host index -> ours
-	for r, w := range c.members {
-		h, seen := index[ht.HostOf(w)]
-		if !seen {
-			h = len(index)
-			index[ht.HostOf(w)] = h
+	t := &topology{hostOf: hostIndices(c.members, ht.HostOf)} // hosts.go
+	for r, h := range t.hostOf {
+		if h == len(t.leaderOf) { // the host's first rank
 			t.leaderOf = append(t.leaderOf, r)
 		}
-		t.hostOf[r] = h
 	}
 	t.hosts = len(t.leaderOf)
 	t.useful = t.hosts > 1 && t.hosts < c.size
