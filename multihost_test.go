@@ -56,7 +56,29 @@ func childSuite(ctx context.Context) error {
 	if !used["all_reduce"] || !used["broadcast"] {
 		return fmt.Errorf("hierarchical schedules used for %v, want all_reduce and broadcast", used)
 	}
+	if err := checkNodeLayout(ctx, c); err != nil {
+		return err
+	}
 	fmt.Printf("rank %d: quick suite passed, hierarchical %v\n", c.Rank(), used)
+	return nil
+}
+
+// checkNodeLayout compares NodeRank, NodeCount and SplitByHost with where
+// the job put the ranks (MH_HOST, MH_HOSTS, LOCAL_RANK, LOCAL_WORLD_SIZE):
+// the hosts are told apart by their identities alone.
+func checkNodeLayout(ctx context.Context, c *comm.Comm) error {
+	env := func(k string) int { v, _ := strconv.Atoi(os.Getenv(k)); return v }
+	if c.NodeRank() != env("MH_HOST") || c.NodeCount() != env("MH_HOSTS") {
+		return fmt.Errorf("node rank %d of %d, want %d of %d", c.NodeRank(), c.NodeCount(), env("MH_HOST"), env("MH_HOSTS"))
+	}
+	h, err := c.SplitByHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if h.Rank() != env("LOCAL_RANK") || h.Size() != env("LOCAL_WORLD_SIZE") {
+		return fmt.Errorf("SplitByHost: rank %d of %d, want %d of %d", h.Rank(), h.Size(), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"))
+	}
 	return nil
 }
 
@@ -214,12 +236,14 @@ func requireAllPassed(t *testing.T, runs []*rankRun) {
 
 // TestMultiHostSuite: 5 ranks on 3 hosts (2+1+2) run the conformance quick
 // suite with all-reduce and broadcast forced hierarchical (shared memory
-// inside a host, TCP between hosts).
+// inside a host, TCP between hosts), and find their hosts (NodeRank,
+// SplitByHost).
 func TestMultiHostSuite(t *testing.T) {
 	nw := netns.ForTest(t, netns.Options{Hosts: 3})
 	runs := job{t: t, nw: nw, hosts: perHost(2, 1, 2), role: "mh-suite", limit: 4 * time.Minute,
 		env: func(rank, host, local int) []string {
-			return []string{"GOCOMM_ALGO_ALLREDUCE=hierarchical", "GOCOMM_ALGO_BROADCAST=hierarchical", "GOCOMM_PROFILE=1", "GOCOMM_TIMEOUT=2m"}
+			return []string{"GOCOMM_ALGO_ALLREDUCE=hierarchical", "GOCOMM_ALGO_BROADCAST=hierarchical", "GOCOMM_PROFILE=1", "GOCOMM_TIMEOUT=2m",
+				"MH_HOST=" + strconv.Itoa(host), "MH_HOSTS=3"}
 		}}.run()
 	requireAllPassed(t, runs)
 }
