@@ -57,7 +57,8 @@ func BenchmarkCopy(b *testing.B) {
 }
 
 // BenchmarkVsCopy interleaves, size by size, a copy of the float32
-// input's bytes with the fused first pass (Compress) and the error update,
+// input's bytes with the fused first pass (Compress; with AVX-512 also
+// its AVX2 blocks) and the error update,
 // so that each ratio to the copy comes from the same moment of a loaded
 // machine: -count 5 runs the whole set five times over.
 //
@@ -76,6 +77,9 @@ func BenchmarkVsCopy(b *testing.B) {
 		e2 := append([]float32(nil), e...)
 		run("copy", func() { copy(e2, x) })
 		run("compress", func() { compress(x, e, bits) })
+		if useAVX512 { // the AVX2 blocks it replaces, for comparison
+			run("compressAVX2", func() { withAVX2(func() { compress(x, e, bits) }) })
+		}
 		run("updateError", func() { updateError(x, e2, bits, scale, -scale) })
 	}
 }
