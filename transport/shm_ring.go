@@ -647,11 +647,14 @@ func (e *shmEndpoint) dropStream(in *ringIn) {
 }
 
 // ringBroken handles a ring that broke the record protocol, which only a
-// corrupted or hostile peer does: the peer counts as lost, as a TCP peer
-// sending a malformed frame does.
+// corrupted or hostile peer does, or whose peer's process is gone while
+// this rank copied a message out of it: the peer counts as lost, as a TCP
+// peer sending a malformed frame does. Its connection is given a moment
+// first (see TCP.peerVanished): a peer that aborted and exited sent its
+// abort there, and that is the cause to report, not its disappearance.
 func (e *shmEndpoint) ringBroken(in *ringIn, err error) {
 	in.dead = true
-	e.lost(in.peer, fmt.Errorf("%w: shared-memory ring: %v", ErrPeerLost, err))
+	e.vanished(in.peer, fmt.Errorf("%w: shared-memory ring: %v", ErrPeerLost, err))
 	if in.cur.active && in.cur.what != arriveDrop {
 		e.dropStream(in)
 	}
