@@ -345,6 +345,9 @@ func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 	case backend.KindSend:
 		return c.send(ctx, req)
 	case backend.KindRecv:
+		if req.UpTo {
+			return c.recvUpTo(ctx, req)
+		}
 		return c.recv(ctx, req)
 	case backend.KindMonitoredBarrier:
 		return c.monitoredBarrier(ctx, req)

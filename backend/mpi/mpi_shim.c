@@ -436,3 +436,22 @@ int gc_bench_iallreduce(MPI_Comm c, int iters) {
 	}
 	return MPI_SUCCESS;
 }
+
+// gc_improbe is MPI_Improbe for a message from peer (any source if < 0)
+// with tag: *found says whether one matched; if so, *msg is the matched
+// message (receive it with gc_imrecv), *source its sender and *bytes its
+// length (-1 if MPI cannot say).
+int gc_improbe(int peer, int tag, MPI_Comm c, int *found, MPI_Message *msg, int *source, int *bytes) {
+	MPI_Status st;
+	int rc = MPI_Improbe(peer < 0 ? MPI_ANY_SOURCE : peer, tag, c, found, msg, &st);
+	if (rc != MPI_SUCCESS || !*found) return rc;
+	*source = st.MPI_SOURCE;
+	if (MPI_Get_count(&st, MPI_BYTE, bytes) != MPI_SUCCESS || *bytes == MPI_UNDEFINED) *bytes = -1;
+	return MPI_SUCCESS;
+}
+
+// gc_imrecv receives the message gc_improbe matched into b (n elements
+// of dt): MPI_Imrecv.
+int gc_imrecv(void *b, int n, int dt, MPI_Message *msg, gc_req *q) {
+	return MPI_Imrecv(GC_R(b), n, gc_type(dt), msg, &q->req);
+}

@@ -55,6 +55,8 @@ int gc_coll(int kind, int blocking, void *s, void *r, int n, int sn, int dt, int
 int gc_ibcast(void *b, int n, int dt, int root, MPI_Comm c, gc_req *q);
 int gc_isend(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q);
 int gc_irecv(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q);
+int gc_improbe(int peer, int tag, MPI_Comm c, int *found, MPI_Message *msg, int *source, int *bytes);
+int gc_imrecv(void *b, int n, int dt, MPI_Message *msg, gc_req *q);
 int gc_test(gc_req *q);
 int gc_cancel(gc_req *q);
 int gc_source(gc_req *q);

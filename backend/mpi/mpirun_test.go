@@ -98,7 +98,7 @@ func TestFailures(t *testing.T) {
 	// Collectives a context can end: no blocking MPI calls (see
 	// TestBlockingStuck for what a context can do to those).
 	for _, driver := range []string{mpi.Name, mpi.FunneledName} {
-		for _, role := range []string{"abort", "timeout", "close-pending", "monitored-barrier-late", "recv-cancel", "go-panics"} {
+		for _, role := range []string{"abort", "timeout", "close-pending", "monitored-barrier-late", "recv-cancel", "recv-upto", "go-panics"} {
 			t.Run(driver+"/"+role, func(t *testing.T) {
 				out, err := runMPI(t, 2, 3*time.Minute, []string{childEnv + "=" + role, driverEnv + "=" + driver, mpi.EnvBlockingMax + "=none"}, os.Args[0], "-test.run=^$")
 				if err != nil {
@@ -193,6 +193,8 @@ func child(role string) error {
 		return childMonitoredBarrierLate(ctx, c)
 	case "recv-cancel":
 		return childRecvCancel(ctx, c)
+	case "recv-upto":
+		return childRecvUpTo(ctx, c)
 	case "go-panics":
 		return childGoPanics(ctx, c)
 	case "latency":
@@ -408,6 +410,53 @@ func childRecvCancel(ctx context.Context, c *comm.Comm) error {
 	}
 	if err := comm.Send(ctx, c, []int32{1, 2}, 0, 7); err != nil {
 		return err
+	}
+	return comm.Barrier(ctx, c)
+}
+
+// childRecvUpTo: RecvUpTo takes messages up to its buffer's length and
+// returns their count and sender; a longer one is ErrLength naming both
+// lengths and is consumed, so the next message arrives; a receive whose
+// ctx ends first fails alone.
+func childRecvUpTo(ctx context.Context, c *comm.Comm) error {
+	if !c.Supports(comm.CapRecvUpTo) {
+		return errors.New("the mpi backend does not report CapRecvUpTo")
+	}
+	if c.Rank() == 0 {
+		tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, _, err := comm.RecvUpTo(tctx, c, make([]int32, 4), 1, 8)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("RecvUpTo before any message: got %v, want DeadlineExceeded", err)
+		}
+		if err := comm.Barrier(ctx, c); err != nil { // rank 1 sends after it
+			return err
+		}
+		buf := []int32{-1, -1, -1, -1, -1}
+		n, from, err := comm.RecvUpTo(ctx, c, buf, comm.AnySource, 8)
+		if err != nil || n != 3 || from != 1 || fmt.Sprint(buf) != "[7 8 9 -1 -1]" {
+			return fmt.Errorf("3 elements into 5: n %d from %d buf %v, %v", n, from, buf, err)
+		}
+		if n, _, err := comm.RecvUpTo(ctx, c, buf[:0], 1, 8); err != nil || n != 0 {
+			return fmt.Errorf("empty message: n %d, %v", n, err)
+		}
+		_, _, err = comm.RecvUpTo(ctx, c, buf[:2], 1, 8)
+		if !errors.Is(err, comm.ErrLength) || !strings.Contains(err.Error(), "3 elements") || !strings.Contains(err.Error(), "holds 2") {
+			return fmt.Errorf("3 elements into 2: got %v, want ErrLength naming 3 and 2", err)
+		}
+		w := comm.StartRecvUpTo(ctx, c, buf, 1, 8)
+		if err := w.Wait(); err != nil || w.Count() != 1 || w.Source() != 1 || buf[0] != 5 {
+			return fmt.Errorf("the message after the long one: count %d source %d buf %v, %v", w.Count(), w.Source(), buf, err)
+		}
+		return comm.Barrier(ctx, c)
+	}
+	if err := comm.Barrier(ctx, c); err != nil {
+		return err
+	}
+	for _, msg := range [][]int32{{7, 8, 9}, {}, {1, 2, 3}, {5}} {
+		if err := comm.Send(ctx, c, msg, 0, 8); err != nil {
+			return err
+		}
 	}
 	return comm.Barrier(ctx, c)
 }
