@@ -18,14 +18,18 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/mpi"
+	"github.com/gocomm/comm/rendezvous"
 )
 
 // BenchmarkOverhead measures what gocomm's mpi backend adds to raw MPI: the
 // median latency of an 8-byte (two float32) all-reduce through
 // comm.AllReduce on the mpi backend (gocomm-ns), and through the backend's
-// Run alone (backend-run-ns), and the C MPI_Iallreduce + MPI_Test loop
-// called from the Go process, one cgo call per operation
-// (c-loop-in-go-ns), against testdata/allreduce_latency.c doing
+// Run alone (backend-run-ns), its Start form waited (gocomm-start-ns), the
+// same two on a world with GOCOMM_MPI_BLOCKING_MAX=none (every collective
+// a nonblocking MPI call polled from Go: gocomm-nonblocking-ns,
+// gocomm-start-nonblocking-ns), and the C MPI_Iallreduce + MPI_Test loop
+// and the blocking MPI_Allreduce called from the Go process, one cgo call
+// per operation (c-loop-in-go-ns, c-allreduce-in-go-ns), against testdata/allreduce_latency.c doing
 // MPI_Allreduce and MPI_Iallreduce + MPI_Test on two floats, after MPI_Init
 // and after MPI_Init_thread(MPI_THREAD_MULTIPLE) (-mt), all under mpirun
 // -np 2, alternating for three rounds in this run (medians of the rounds'
@@ -67,15 +71,21 @@ func BenchmarkOverhead(b *testing.B) {
 	}
 	c, ci := med("c-allreduce-8B"), med("c-iallreduce-test-8B")
 	cm, cim := med("c-allreduce-8B-multiple"), med("c-iallreduce-test-8B-multiple")
-	probe, run, g := med("go-process-c-loop-8B"), med("go-backend-run-8B"), med("go-allreduce-8B")
+	probe, probeB, run, g := med("go-process-c-loop-8B"), med("go-process-c-allreduce-8B"), med("go-backend-run-8B"), med("go-allreduce-8B")
+	gs, gnb, gsnb := med("go-start-allreduce-8B"), med("go-allreduce-8B-nonblocking"), med("go-start-allreduce-8B-nonblocking")
 	b.ReportMetric(c, "c-allreduce-ns")
 	b.ReportMetric(ci, "c-iallreduce-ns")
 	b.ReportMetric(cm, "c-allreduce-mt-ns")
 	b.ReportMetric(cim, "c-iallreduce-mt-ns")
 	b.ReportMetric(probe, "c-loop-in-go-ns")
+	b.ReportMetric(probeB, "c-allreduce-in-go-ns")
 	b.ReportMetric(run, "backend-run-ns")
 	b.ReportMetric(g, "gocomm-ns")
+	b.ReportMetric(gs, "gocomm-start-ns")
+	b.ReportMetric(gnb, "gocomm-nonblocking-ns")
+	b.ReportMetric(gsnb, "gocomm-start-nonblocking-ns")
 	b.ReportMetric(g/c, "gocomm/c-allreduce")
+	b.ReportMetric(g/cm, "gocomm/c-allreduce-mt")
 	b.Logf("per round: %v", results)
 }
 
@@ -125,12 +135,40 @@ func childLatency(ctx context.Context, c *comm.Comm) error {
 	}); err != nil {
 		return err
 	}
+	if err := measure("go-start-allreduce-8B", func() error {
+		return comm.StartAllReduce(context.Background(), c, buf, buf, comm.Sum).Wait()
+	}); err != nil {
+		return err
+	}
+	// A second world whose collectives are all nonblocking (the policy is
+	// read when a world opens): what issue 20 started from, and the Start
+	// form truly asynchronous underneath.
+	os.Setenv(mpi.EnvBlockingMax, "none")
+	nb, err := comm.Init(ctx, comm.Options{Backend: mpi.Name, Store: rendezvous.NewMemStore()})
+	os.Unsetenv(mpi.EnvBlockingMax)
+	if err != nil {
+		return err
+	}
+	defer nb.Close()
+	if err := measure("go-allreduce-8B-nonblocking", func() error {
+		return comm.AllReduce(context.Background(), nb, buf, buf, comm.Sum)
+	}); err != nil {
+		return err
+	}
+	if err := measure("go-start-allreduce-8B-nonblocking", func() error {
+		return comm.StartAllReduce(context.Background(), nb, buf, buf, comm.Sum).Wait()
+	}); err != nil {
+		return err
+	}
 	be, err := backend.Open(ctx, mpi.Name, backend.Config{})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
 	if err := measure("go-process-c-loop-8B", func() error { return mpi.BenchIallreduce(be, 1) }); err != nil {
+		return err
+	}
+	if err := measure("go-process-c-allreduce-8B", func() error { return mpi.BenchAllreduce(be, 1) }); err != nil {
 		return err
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 8)

@@ -231,3 +231,10 @@ func reduceLocal(dt backend.DType, op backend.Op, dst, src []byte) error {
 func benchIallreduce(c *Comm, iters int) error {
 	return mpiError("MPI_Iallreduce", C.gc_bench_iallreduce(c.comm, C.int(iters)))
 }
+
+// benchAllreduce runs iters two-float blocking MPI_Allreduces in C on c's
+// communicator (for BenchmarkOverhead: one cgo call per operation when
+// iters is 1).
+func benchAllreduce(c *Comm, iters int) error {
+	return mpiError("MPI_Allreduce", C.gc_bench_allreduce(c.comm, C.int(iters)))
+}

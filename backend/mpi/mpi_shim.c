@@ -437,6 +437,19 @@ int gc_bench_iallreduce(MPI_Comm c, int iters) {
 	return MPI_SUCCESS;
 }
 
+// gc_bench_allreduce runs iters in-place blocking MPI_Allreduces on two
+// floats (BenchmarkOverhead's probe of a blocking call from Go).
+int gc_bench_allreduce(MPI_Comm c, int iters) {
+	float buf[2] = {1, 2};
+	int i, rc;
+	for (i = 0; i < iters; i++) {
+		rc = MPI_Allreduce(MPI_IN_PLACE, buf, 2, MPI_FLOAT, MPI_SUM, c);
+		if (rc != MPI_SUCCESS) return rc;
+		buf[0] = 1;
+	}
+	return MPI_SUCCESS;
+}
+
 // gc_improbe is MPI_Improbe for a message from peer (any source if < 0)
 // with tag: *found says whether one matched; if so, *msg is the matched
 // message (receive it with gc_imrecv), *source its sender and *bytes its

@@ -65,5 +65,6 @@ int gc_cancelled(gc_req *q);
 void gc_yield(void);
 void gc_abort(int code);
 int gc_bench_iallreduce(MPI_Comm c, int iters);
+int gc_bench_allreduce(MPI_Comm c, int iters);
 
 #endif
