@@ -13,16 +13,18 @@ import (
 )
 
 // TCPStore is a client of a TCP store server: ours (TCPStoreServer) or
-// PyTorch's TCPStore (torch 1.x protocol; see the package doc). Like torch's
-// client it prefixes every key with "/" on the wire, so a gocomm rank and a
-// torch rank naming the same key meet.
+// PyTorch's TCPStore, torch 1.x or 2.x (TorchProtocol says which protocol
+// it speaks; see the package doc). Like torch's client it prefixes every
+// key with "/" on the wire, so a gocomm rank and a torch rank naming the
+// same key meet.
 //
 // Requests go over one main connection, one at a time and in order, so a
 // rank reads its own writes. A Get or Wait whose keys are not there yet
 // blocks on a separate wait connection, so other goroutines keep using the
-// store meanwhile. When ctx ends a request, its connection is closed and a
-// new one dialed for the next request; the server forgets a closed
-// connection's wait.
+// store meanwhile. When ctx ends a wait, torch 2.x's CANCEL_WAIT withdraws
+// it and its connection is kept; in torch 1.x's protocol, and when ctx ends
+// any other request, the connection is closed (the server forgets a closed
+// connection's wait) and a new one dialed for the next request.
 type TCPStore struct {
 	addr    string
 	dialect dialect
@@ -83,6 +85,13 @@ func NewTCPStore(ctx context.Context, addr string, isMaster bool, opts ...TCPOpt
 // wraps ErrMasterUnreachable and names addr. With WithSecret, every
 // connection authenticates first; a failed authentication is not retried
 // (the error wraps ErrAuth).
+//
+// The generation of torch's protocol to speak is GOCOMM_TORCH_STORE's (1 or
+// 2; a server that speaks the other is an error wrapping ErrProtocol, not
+// retried); unset or "auto", the first connection probes the server, safely
+// for both generations, and what it finds is remembered for addr (see the
+// package doc). Against torch 2.x's libuv server the probe waits one
+// second for its silence.
 func DialTCPStore(ctx context.Context, addr string, opts ...TCPOption) (*TCPStore, error) {
 	d, err := dialectFromEnv()
 	if err != nil {
