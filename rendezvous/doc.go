@@ -119,7 +119,11 @@
 //     third connection confirms VALIDATE with a 2.x CHECK of no keys
 //     instead (only after a closed 1.x probe, which no 1.x server does);
 //     silence and then a closed PING make it ask the 1.x question again,
-//     patiently, in case the server is a slow 1.x one.
+//     patiently, in case the server is a slow 1.x one. That PING-less
+//     opening never goes to a server that might be 1.x (with
+//     GOCOMM_TORCH_STORE=2 too, a refused PING runs the probe first):
+//     torch 1.13 reads it as a SET of a 22 GB key and waits for the key,
+//     stalling every client.
 //
 // What the probe found is remembered per server address for the life of
 // the process, so later connections (a new wait connection, a redial) and
