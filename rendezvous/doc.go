@@ -121,7 +121,9 @@
 //     silence and then a closed PING make it ask the 1.x question again,
 //     patiently, in case the server is a slow 1.x one. That PING-less
 //     opening never goes to a server that might be 1.x (with
-//     GOCOMM_TORCH_STORE=2 too, a refused PING runs the probe first):
+//     GOCOMM_TORCH_STORE=2 too, a refused PING runs the probe first; the
+//     one exception: a pre-PING 2.x server this process found, replaced
+//     at the same address by a 1.x one):
 //     torch 1.13 reads it as a SET of a 22 GB key and waits for the key,
 //     stalling every client.
 //
