@@ -30,6 +30,7 @@ type debugServer struct {
 	sigs   chan os.Signal
 	served chan struct{} // closed when the server goroutine has returned
 	dumped chan struct{} // closed when the signal goroutine has returned
+	want   [2]string     // the HTTP address and the signal's destination asked for
 }
 
 // debugListenAddr is the address local rank l serves on: the port of addr
@@ -138,7 +139,7 @@ func (f *flightWorld) stopDebug() error {
 	d := &f.debug
 	d.mu.Lock()
 	srv, served, sigs, dumped := d.srv, d.served, d.sigs, d.dumped
-	d.srv, d.sigs = nil, nil
+	d.srv, d.sigs, d.addr = nil, nil, nil
 	d.mu.Unlock()
 	var err error
 	if srv != nil {
@@ -178,18 +179,45 @@ func (c *Comm) startFlight(opts Options) error {
 	if err := c.startFlightExchange(); err != nil {
 		return err
 	}
-	if addr := cmp.Or(opts.DebugAddr, getenv(EnvDebugAddr)); addr != "" {
+	addr := cmp.Or(opts.DebugAddr, getenv(EnvDebugAddr))
+	to := cmp.Or(opts.FlightRecorderSignal, getenv(EnvFlightRecorderSignal))
+	if to == "0" {
+		to = ""
+	}
+	return c.startDebug(addr, to)
+}
+
+// startDebug starts the endpoints asked for ("" for none) and remembers
+// them: a shrunk world takes them over.
+func (c *Comm) startDebug(addr, signalTo string) error {
+	c.flight.debug.mu.Lock()
+	c.flight.debug.want = [2]string{addr, signalTo}
+	c.flight.debug.mu.Unlock()
+	if addr != "" {
 		if err := c.flight.startHTTP(addr, c.local.rank); err != nil {
 			return err
 		}
 		c.log.Info("comm: flight recorder served over HTTP", "addr", c.DebugAddr().String())
 	}
-	if to := cmp.Or(opts.FlightRecorderSignal, getenv(EnvFlightRecorderSignal)); to != "" && to != "0" {
-		if err := c.flight.startSignal(to, os.Stderr); err != nil {
+	if signalTo != "" {
+		if err := c.flight.startSignal(signalTo, os.Stderr); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// handDebugTo stops c's endpoints and starts them on the shrunk world nc.
+func (c *Comm) handDebugTo(nc *Comm) error {
+	f := c.root().flight
+	f.debug.mu.Lock()
+	want := f.debug.want
+	f.debug.mu.Unlock()
+	if want == [2]string{} {
+		return nil
+	}
+	f.stopDebug()
+	return nc.startDebug(want[0], want[1])
 }
 
 // startFlightExchange starts the watcher of a world with a store and

@@ -138,16 +138,7 @@ func TestFlightRecorderHTTP(t *testing.T) {
 		if addr == nil {
 			t.Fatalf("rank %d: no debug address", r)
 		}
-		resp, err := http.Get("http://" + addr.String() + "/debug/gocomm/flightrec")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec comm.FlightRecord
-		err = json.NewDecoder(resp.Body).Decode(&rec)
-		resp.Body.Close()
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
+		rec := getFlightRecord(t, addr.String())
 		if rec.Rank != r || len(rec.Comms) != 1 || rec.Comms[0].LastSeq != 1 || rec.Comms[0].BytesSent != 16 || len(rec.Comms[0].Pending) != 0 {
 			t.Errorf("rank %d served %+v", r, rec)
 		}
@@ -155,4 +146,19 @@ func TestFlightRecorderHTTP(t *testing.T) {
 	if _, err := comm.Init(ctx, comm.Options{DebugAddr: "nonsense", Getenv: func(string) string { return "" }}); err == nil || !strings.Contains(err.Error(), "GOCOMM_DEBUG_ADDR") {
 		t.Errorf("bad address: %v", err)
 	}
+}
+
+// getFlightRecord reads the flight record a debug endpoint serves.
+func getFlightRecord(t *testing.T, addr string) comm.FlightRecord {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/debug/gocomm/flightrec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rec comm.FlightRecord
+	if err := json.NewDecoder(resp.Body).Decode(&rec); err != nil {
+		t.Fatalf("%s: %v", addr, err)
+	}
+	return rec
 }

@@ -106,7 +106,8 @@ type aliveMsg struct {
 // Rank i of the new world is the i-th survivor in c's rank order.
 //
 // The new world has its own connections, under a fresh key prefix of the
-// store, its own sequence numbers and flight recorder, and c's timeout;
+// store, its own sequence numbers and flight recorder, c's timeout, and
+// the world's debug endpoints (GOCOMM_DEBUG_ADDR, SIGUSR1), which move to it;
 // LocalRank and LocalSize keep c's values (the survivors' host shares are
 // not recomputed). The store must still be served: under commrun and
 // torchrun rank 0 hosts it, so Shrink cannot recover from the loss of rank
@@ -168,6 +169,10 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if err := nc.startFlightExchange(); err != nil {
 		nc.Close()
 		return nil, err
+	}
+	if err := root.handDebugTo(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("comm: Shrink: moving the debug endpoints to the new world: %w", err)
 	}
 	c.log.Info("comm: shrank past failed ranks", "old_rank", c.rank, "old_size", c.size, "new_rank", rank, "survivors", members)
 	return nc, nil

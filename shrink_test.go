@@ -14,7 +14,7 @@ import (
 // Rank 2 of 4 leaves; the others' all-reduce fails, they shrink to a world
 // of 3 (ranks 0, 1, 3 becoming 0, 1, 2), and collectives work on it.
 func TestShrink(t *testing.T) {
-	w := tcpWorld(t, 4, comm.Options{Timeout: 5 * time.Second})
+	w := tcpWorld(t, 4, comm.Options{Timeout: 5 * time.Second, DebugAddr: "127.0.0.1:0"})
 	ctx := testkit.Context(t, time.Minute)
 	testkit.NoErrors(t, testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
 		return comm.AllReduce(ctx, c, []int64{1}, make([]int64, 1), comm.Sum)
@@ -42,6 +42,11 @@ func TestShrink(t *testing.T) {
 		}
 		if !slices.Equal(got, []int64{0 + 1 + 3, 3}) {
 			t.Errorf("survivor %d: all-reduce on the shrunk world = %v, want [4 3]", i, got)
+		}
+		if c.DebugAddr() != nil || nc.DebugAddr() == nil {
+			t.Errorf("survivor %d: the debug endpoint did not move to the shrunk world (old %v, new %v)", i, c.DebugAddr(), nc.DebugAddr())
+		} else if rec := getFlightRecord(t, nc.DebugAddr().String()); rec.Rank != i || rec.Size != 3 {
+			t.Errorf("survivor %d: the endpoint serves rank %d of %d", i, rec.Rank, rec.Size)
 		}
 		return comm.Barrier(ctx, nc)
 	})
