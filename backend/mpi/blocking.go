@@ -31,14 +31,6 @@ import (
 // GOCOMM_MPI_BLOCKING_MAX, which must be the same on every rank
 // (mpirun -x GOCOMM_MPI_BLOCKING_MAX=...).
 
-// EnvBlockingMax is the environment variable that overrides the sizes up
-// to which collectives use the blocking MPI function: a size for every
-// kind ("64K", "1M", "1048576"), "none" for no blocking call at all (every
-// collective can then be ended by its ctx), or a comma-separated list of
-// kind=size entries ("allreduce=16M,broadcast=none,*=1M"; "*" is every
-// kind not named; kinds not named keep their default). Read by Open.
-const EnvBlockingMax = "GOCOMM_MPI_BLOCKING_MAX"
-
 // noBlocking is a limit no size is under.
 const noBlocking = -1
 

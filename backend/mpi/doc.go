@@ -33,31 +33,69 @@
 // # Threading
 //
 // The "mpi" driver asks for MPI_THREAD_MULTIPLE. When MPI grants it, each
-// operation calls MPI on the goroutine that runs it: it starts the
-// nonblocking MPI call (MPI_Iallreduce, MPI_Isend, ...) and polls
-// MPI_Test, so no OS thread ever blocks inside MPI for an operation and
-// concurrent operations make progress together. When MPI grants less, and
-// always with "mpi-funneled" (which asks for MPI_THREAD_FUNNELED, for MPIs
-// whose multi-threaded mode is slow or broken), every MPI call, polls
-// included, runs on one goroutine locked to the OS thread that initialised
-// MPI, fed through a queue. MPI_Init_thread and MPI_Finalize always run on
-// that thread, as MPI requires.
+// operation calls MPI on the goroutine that runs it, and no other
+// goroutine is involved. When MPI grants less, and always with
+// "mpi-funneled" (which asks for MPI_THREAD_FUNNELED, for MPIs whose
+// multi-threaded mode is slow or broken), every MPI call runs on one
+// goroutine locked to the OS thread that initialised MPI, fed through a
+// queue. MPI_Init_thread and MPI_Finalize always run on that thread, as
+// MPI requires.
 //
 // Collectives on one communicator are started in sequence-number order
 // (Request.Seq, which the comm package assigns in call order), whatever
 // order the goroutines reach Run in, because MPI matches collectives by
 // the order they are started. A Request with Seq 0 is started at once.
 //
+// # Blocking and nonblocking MPI calls
+//
+// Open MPI's blocking collectives are about twice as fast as its
+// nonblocking ones on small messages, and faster still than a nonblocking
+// call polled from Go; on very large messages its nonblocking all-reduce
+// avoids the blocking one's default algorithm, 7x slower at 64 MiB. So a
+// collective of up to 4 MiB (1 MiB for a broadcast) is one cgo call into
+// the blocking MPI function (MPI_Allreduce, MPI_Bcast, ...) on the Go
+// buffers as they are, with no copy and no allocation; a larger one is
+// the nonblocking function (MPI_Iallreduce, ...) waited from Go. The
+// sizes are the reduced or broadcast buffer, or the total of the counts
+// (gathers, scatters, reduce-scatters, all-to-all); all-to-all-v always
+// uses the nonblocking call, funnelled worlds and Seq 0 requests too.
+// [EnvBlockingMax] (GOCOMM_MPI_BLOCKING_MAX) overrides the table: a size
+// for every kind ("64K"), "none" for no blocking call at all, or entries
+// such as "allreduce=16M,broadcast=none,*=1M". MPI never matches a
+// blocking collective with a nonblocking one, so the choice depends only
+// on the kind and a size every rank knows, and the variable must be the
+// same on every rank (mpirun -x GOCOMM_MPI_BLOCKING_MAX=...): otherwise
+// the ranks wait for each other forever. For the same reason the Start
+// forms of the comm package make the same MPI call as the blocking forms,
+// on the goroutine that runs them: a small Start is a blocking MPI call
+// on its own OS thread (so MPI progresses it without polling), and only
+// the sizes above the table, or every size with "none", are nonblocking
+// MPI underneath. A blocking call holds its communicator's turn until it
+// returns: the next collective of that communicator starts after it.
+//
 // # Waiting, timeouts and failures
 //
-// A waiting operation polls: a short spin, then sched_yield, then sleeps of
-// up to 200µs. Open MPI only advances nonblocking collectives inside MPI
-// calls, so the polls are also what moves them along. Waits honour ctx.
-// mpirun binds each rank to a core by default, so a Go program's runtime
-// threads share that core with the polling thread; that costs about a
-// microsecond per small operation against a C program (see
+// A nonblocking operation polls: a short spin, then sched_yield, then
+// sleeps of up to 200µs. Open MPI only advances nonblocking collectives
+// inside MPI calls, so the polls are also what moves them along. Its
+// waits honour ctx. mpirun binds each rank to a core by default, so a Go
+// program's runtime threads share that core with the polling thread; that
+// costs about a microsecond per small operation against a C program (see
 // BenchmarkOverhead) and is still better than --bind-to none on a machine
 // with as many ranks as cores.
+//
+// A blocking MPI call cannot be interrupted. Its ctx and the world's
+// health are checked before the call; while MPI runs it, a watchdog
+// goroutine per world looks every 20ms: once the ctx has ended, or the
+// world has failed (Abort on any rank, a peer's timeout, Close), it gives
+// the call up: the world is aborted as below, and the call returns that
+// error when MPI lets it return, which is when every rank has joined it.
+// A rank that learns of the abort first does not join, so when MPI has
+// not let the call return 10 seconds after it was given up, the watchdog
+// ends the job with MPI_Abort, after logging and printing why, rather
+// than leave the rank hanging. Programs that need every ctx to end its
+// collective, and the world to survive as an error, set
+// GOCOMM_MPI_BLOCKING_MAX=none.
 //
 // MPI cannot withdraw a started collective. When a collective's ctx ends,
 // or MPI reports an error, the operation returns an *backend.OpError and
@@ -72,16 +110,18 @@
 //
 // # Buffers
 //
-// Buffers of up to 1 KiB per operation (all of its buffers together) are
-// staged: copied into C memory that belongs to the request, and copied
-// back once MPI has completed the operation. Larger Go buffers are handed
-// to MPI without copying, pinned with runtime.Pinner from the start of the
-// MPI call until MPI has completed it. The count and displacement arrays of
-// the V variants live in C memory. When an operation is abandoned (ctx
-// ended, world aborted or closed), MPI may still read or write its
-// buffers: staged ones are C memory that is never reused, pinned Go
-// buffers stay pinned, and alive, until MPI_Finalize returns, and their
-// contents may still change.
+// A blocking call gets the Go buffers themselves, for the duration of the
+// call (they hold no Go pointers, as cgo requires). For a nonblocking
+// call, buffers of up to 1 KiB per operation (all of its buffers
+// together) are staged: copied into C memory that belongs to the request,
+// and copied back once MPI has completed the operation. Larger Go buffers
+// are handed to MPI without copying, pinned with runtime.Pinner from the
+// start of the MPI call until MPI has completed it. The count and
+// displacement arrays of the V variants live in C memory. When a
+// nonblocking operation is abandoned (ctx ended, world aborted or
+// closed), MPI may still read or write its buffers: staged ones are C
+// memory that is never reused, pinned Go buffers stay pinned, and alive,
+// until MPI_Finalize returns, and their contents may still change.
 //
 // # Types and reductions
 //
@@ -123,6 +163,16 @@ const (
 	// thread (MPI_THREAD_FUNNELED).
 	FunneledName = "mpi-funneled"
 )
+
+// EnvBlockingMax is the environment variable that overrides the sizes up
+// to which collectives use the blocking MPI function: a size for every
+// kind ("64K", "1M", "1048576"), "none" for no blocking call at all (every
+// collective can then be ended by its ctx), or a comma-separated list of
+// kind=size entries ("allreduce=16M,broadcast=none,*=1M"; "*" is every
+// kind not named; kinds not named keep their default). Open reads it;
+// it must be the same on every rank (see "Blocking and nonblocking MPI
+// calls" above).
+const EnvBlockingMax = "GOCOMM_MPI_BLOCKING_MAX"
 
 // ErrUnavailable is wrapped by the errors of Open and Bootstrap when MPI
 // cannot be used in this process: the package was built without cgo or
