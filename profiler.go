@@ -139,7 +139,11 @@ func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start 
 		all += int64(n)
 	}
 	all *= int64(req.DType.Size())
-	s, t := profile.MessageSizes(op, int64(len(req.Send)), int64(len(req.Recv)), all)
+	recv := int64(len(req.Recv))
+	if req.UpTo && err == nil {
+		recv = int64(req.Received) // RecvUpTo: the message, not the buffer
+	}
+	s, t := profile.MessageSizes(op, int64(len(req.Send)), recv, all)
 	r := profile.Record{
 		Op: op, Name: name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
 		Seq: req.Seq, Bytes: s, TotalBytes: t, DType: req.DType.String(), Root: -1, Peer: -1,

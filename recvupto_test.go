@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/profile"
 )
 
 // reading is a named element type, as user code has them.
@@ -128,5 +129,26 @@ func TestRecvUpToBadArguments(t *testing.T) {
 		if _, _, err := comm.RecvUpTo(ctx, world[1], make([]int, 2), tt.src, tt.tag); !errors.Is(err, comm.ErrInvalid) {
 			t.Errorf("RecvUpTo(src %d, tag %d) = %v, want ErrInvalid", tt.src, tt.tag, err)
 		}
+	}
+}
+
+// TestRecvUpToProfiled: the comms logger records the message's size, not
+// the buffer's.
+func TestRecvUpToProfiled(t *testing.T) {
+	world := profiledWorld(t, 2, profile.Config{})
+	onEveryRank(t, world, func(ctx context.Context, c *comm.Comm) error {
+		if c.Rank() == 0 {
+			return comm.Send(ctx, c, []float32{1, 2, 3}, 1, 0)
+		}
+		_, _, err := comm.RecvUpTo(ctx, c, make([]float32, 100), 0, 0)
+		return err
+	})
+	for _, rec := range world[1].ProfileRecords() {
+		if rec.Op == profile.OpRecv && (rec.Bytes != 12 || rec.TotalBytes != 12 || rec.Peer != 0) {
+			t.Errorf("Recv record: %d bytes (total %d) from %d, want 12 from 0", rec.Bytes, rec.TotalBytes, rec.Peer)
+		}
+	}
+	if len(world[1].ProfileRecords()) != 1 {
+		t.Errorf("rank 1: %d records, want 1", len(world[1].ProfileRecords()))
 	}
 }
