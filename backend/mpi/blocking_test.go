@@ -50,6 +50,11 @@ func TestBlockingStuck(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the job ended normally; want MPI_Abort\n%s", tail(out, 40))
 	}
+	// mpirun exits with MPI_Abort's error code; rank 1 would sleep past
+	// the limit without it.
+	if !strings.Contains(err.Error(), "exit status 3") {
+		t.Errorf("mpirun: %v; want exit status 3 from MPI_Abort", err)
+	}
 	for _, want := range []string{"rank 1: the late all-reduce failed as it should",
 		"is still inside MPI_Allreduce", "ending the job with MPI_Abort", mpi.EnvBlockingMax + "=none"} {
 		if !strings.Contains(out, want) {
@@ -108,7 +113,7 @@ func childBlockingStuck(ctx context.Context, c *comm.Comm) error {
 			return fmt.Errorf("rank 1: the late all-reduce: got %v, want the world aborted by rank 0", err)
 		}
 		fmt.Println("rank 1: the late all-reduce failed as it should:", err)
-		time.Sleep(time.Minute) // MPI_Abort ends it
+		time.Sleep(5 * time.Minute) // past the test's limit: MPI_Abort ends it
 		return nil
 	}
 	tctx, cancel := context.WithTimeout(ctx, time.Second)
