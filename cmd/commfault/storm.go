@@ -234,11 +234,12 @@ func (t *targets) all() []string {
 	return out
 }
 
-// runStorm starts a looping TCP job with a secret and, from the moment
-// its ranks start, throws n hostile connections at every port they
-// listen on (the data listeners while the ranks connect, the store all
-// along); then it stops the job and checks that every rank finished with
-// right results.
+// runStorm starts a looping TCP job with a secret and throws n hostile
+// connections at every port its ranks listen on: the first half from the
+// moment they start (at the data listeners while they connect, and the
+// store), the second half at the store once every rank runs collectives;
+// then it stops the job and checks that every rank finished with right
+// results.
 func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormResult {
 	var res stormResult
 	port, err := freePort("127.0.0.1")
@@ -280,10 +281,15 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 	var firstErr atomic.Value
 	sem := make(chan struct{}, 100)
 	var wg sync.WaitGroup
-	stormDone := make(chan struct{})
+	stormDone, readyOrNot := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stormDone)
 		for i := range n {
+			if i == n/2 {
+				// The second half once the ranks run collectives.
+				wg.Wait()
+				<-readyOrNot
+			}
 			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
@@ -315,7 +321,9 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 		}
 		wg.Wait()
 	}()
-	if _, err := j.awaitReady(p.ready); err != nil {
+	_, err = j.awaitReady(p.ready)
+	close(readyOrNot)
+	if err != nil {
 		<-stormDone
 		res.setupErr = fmt.Errorf("under the storm: %w", err)
 		return res

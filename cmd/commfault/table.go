@@ -107,13 +107,13 @@ func (t *table) exits(ctx context.Context, c config, transport string) bool {
 
 func (t *table) storm(ctx context.Context, c config) bool {
 	r := runStorm(ctx, c.p, c.storm, c.hold)
-	row := [6]string{fmt.Sprintf("%d hostile connections (garbage, huge lengths, half-open, slow drip) during a job, GOCOMM_SECRET set", c.storm), "tcp", "1 job"}
+	row := [6]string{fmt.Sprintf("%d hostile connections (garbage, huge lengths, half-open, slow drip) at a job's ports, GOCOMM_SECRET set", c.storm), "tcp", "1 job"}
 	if r.setupErr != nil {
 		row[3], row[4], row[5] = "did not start: "+r.setupErr.Error(), "-", "-"
 		t.add(row, nil)
 		return false
 	}
-	row[3] = fmt.Sprintf("%d crashes, %d wrong results, %d verified all-reduces per rank; %d connections reached a data listener while the ranks connected (%d more found it closed and went to the store), the rest the store; %d of %d closed by the ranks, %d could not connect; %d refusals logged (rate-limited)",
+	row[3] = fmt.Sprintf("%d crashes, %d wrong results, %d verified all-reduces per rank; half from start-up (%d reached a data listener while the ranks connected, %d found it closed and went to the store), half at the store during collectives; %d of %d closed by the ranks, %d could not connect; %d refusals logged (rate-limited)",
 		r.crashes, r.wrong, r.iterations, r.toData, r.dataGone, r.closedBy, r.conns, r.dialFailed, r.refusals)
 	row[4], row[5] = "-", "-"
 	t.add(row, r.detail)
