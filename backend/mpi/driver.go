@@ -104,12 +104,20 @@ func (d Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, err
 		return nil, err
 	}
 	w.localRank, w.localSize = int(lrank), int(lsize)
+	if err := w.learnHosts(comm); err != nil { // hosts.go
+		proc.release(failedFinalizeWait)
+		return nil, err
+	}
 	w.abortComm = ab
 	if err := w.postAbortRecv(); err != nil {
 		proc.release(failedFinalizeWait)
 		return nil, err
 	}
 	c := newComm(w, comm, mb, w.rank, w.size, true)
+	c.worldRanks = make([]int, w.size)
+	for r := range c.worldRanks {
+		c.worldRanks[r] = r
+	}
 	w.comms = append(w.comms, c)
 	if !w.funneled {
 		go w.watch(w.stopWatch)
@@ -132,7 +140,8 @@ type world struct {
 	p                    *process
 	funneled             bool // every MPI call on the MPI thread
 	rank, size           int
-	localRank, localSize int // among the ranks sharing this host
+	localRank, localSize int   // among the ranks sharing this host
+	hostLeader           []int // world rank -> lowest world rank on its host (hosts.go)
 	timeout              time.Duration
 	log                  *slog.Logger
 	blocking             blockingPolicy // which collectives use the blocking MPI function
@@ -296,6 +305,7 @@ type Comm struct {
 	mbComm     C.MPI_Comm // monitored barriers (their tags would clash with the user's)
 	rank, size int
 	isWorld    bool
+	worldRanks []int // communicator rank -> world rank
 
 	turnMu sync.Mutex    // protects next and turn
 	next   uint64        // sequence number of the next collective to start
@@ -451,6 +461,10 @@ func (c *Comm) Group(ctx context.Context, members []int, id uint64) (backend.Com
 		return nil, fmt.Errorf("comm: mpi backend: MPI made this rank %d of %d in the group, expected %d of %d", rank, size, mine, len(members))
 	}
 	g := newComm(c.w, comm, mb, mine, len(members), false)
+	g.worldRanks = make([]int, len(members))
+	for i, m := range members {
+		g.worldRanks[i] = c.worldRanks[m]
+	}
 	c.w.mu.Lock()
 	defer c.w.mu.Unlock()
 	if c.w.closed {
