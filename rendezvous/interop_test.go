@@ -30,6 +30,15 @@ var torchCheck = sync.OnceValue(func() error {
 	return nil
 })
 
+// torchCtx bounds a test that waits for a Python process: its start-up
+// (importing torch) counts, which takes tens of seconds on a loaded
+// machine, so it gets what startPython gives the process.
+func torchCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func requireTorch(t *testing.T) {
 	t.Helper()
 	if err := torchCheck(); err != nil {
@@ -114,7 +123,7 @@ print(json.dumps(out), flush=True)
 func TestTorchClientGoServer(t *testing.T) {
 	t.Parallel()
 	requireTorch(t)
-	ctx := testCtx(t)
+	ctx := torchCtx(t)
 	srv := startServer(t)
 	st, err := DialTCPStore(ctx, srv.Addr().String())
 	if err != nil {
@@ -182,7 +191,7 @@ print(hello, s.get("go/cas").decode(), s.add("go/cnt", 0), s.num_keys(), flush=T
 func TestGoClientTorchServer(t *testing.T) {
 	t.Parallel()
 	requireTorch(t)
-	ctx := testCtx(t)
+	ctx := torchCtx(t)
 	out, wait := startPython(t, torchMasterScript)
 	port := readLine(t, out, wait)
 	if _, err := strconv.Atoi(port); err != nil {
@@ -273,7 +282,7 @@ s.delete_key("gone")
 func TestFileStoreWithTorch(t *testing.T) {
 	t.Parallel()
 	requireTorch(t)
-	ctx := testCtx(t)
+	ctx := torchCtx(t)
 	path := filepath.Join(t.TempDir(), "store")
 	st, err := NewFileStore(path)
 	if err != nil {
