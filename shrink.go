@@ -150,6 +150,7 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 		return nil, fmt.Errorf("comm: Shrink: rank %d of the %d survivors %v: opening the new world: %w", rank, len(members), members, err)
 	}
 	nc := newWorld(be, c.timeout, c.log)
+	nc.backendName = st.driver
 	nc.prof = newProfiler(st.profiling, rank)
 	nc.local = root.local
 	nc.store, nc.ownStore = view, true

@@ -36,6 +36,9 @@ func TestShrink(t *testing.T) {
 		if nc.Rank() != i || nc.Size() != 3 {
 			t.Errorf("survivor %d: rank %d of %d in the shrunk world", i, nc.Rank(), nc.Size())
 		}
+		if nc.Backend() != c.Backend() {
+			t.Errorf("survivor %d: the shrunk world's backend is %q, the old one's %q", i, nc.Backend(), c.Backend())
+		}
 		got := make([]int64, 2)
 		if err := comm.AllReduce(ctx, nc, []int64{int64(c.Rank()), 1}, got, comm.Sum); err != nil {
 			return err
