@@ -88,8 +88,13 @@ func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration
 				return
 			case <-t.C:
 			}
-			ok, err := store.Check(ctx, flightIncidentKey)
-			if err != nil && (ctx.Err() != nil || errors.Is(err, rendezvous.ErrStoreClosed)) {
+			// Bounded: a store whose server is gone must not hold the
+			// watcher in a dial loop. A store that fails ends the watcher:
+			// nothing can be exchanged through it any more.
+			cctx, cancel := context.WithTimeout(ctx, x.grace)
+			ok, err := store.Check(cctx, flightIncidentKey)
+			cancel()
+			if err != nil {
 				return
 			}
 			if ok {
