@@ -386,6 +386,7 @@ func TestMainCommandLine(t *testing.T) {
 		{"torchrun spelling", []string{"--nproc_per_node", "2", "--master_port", "4444", os.Args[0], "-test.run=^$"}, "print", 0, "master 127.0.0.1:4444"},
 		{"failure", []string{"-n", "3", "--kill-grace", "1s", "--tail", "1", "--", os.Args[0], "-test.run=^$"}, "fail", 3, "last line of rank 1:\n    [1] about to fail"},
 		{"timeout", []string{"-n", "1", "--timeout", "200ms", "--", os.Args[0], "-test.run=^$"}, "sleep", 124, "timed out after 200ms"},
+		{"keep going", []string{"-n", "3", "-keep-going", "--", os.Args[0], "-test.run=^$"}, "survive", 3, "left to run on (-keep-going)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(roleEnv, tt.role)
