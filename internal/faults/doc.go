@@ -3,13 +3,14 @@
 // fault-injection command (issue 13):
 //
 //   - "loop": a loop of verified all-reduces of 8 B to 4 MiB, for kill -9
-//     trials: the harness kills one rank (KillTrial) and every survivor
+//     trials: the harness kills one rank (RunKillTrial) and every survivor
 //     must fail naming it;
-//   - "exit": a few verified all-reduces, after which every rank exits
-//     at once without Close (ExitJob): no rank may fail;
+//   - "exit": a few verified all-reduces and broadcasts (whose root is
+//     done as soon as it has sent), after which every rank exits at once
+//     without Close (RunExitJob): no rank may fail;
 //   - "local/<case>": one rank makes a local error (an object it cannot
 //     encode, a bad coalesced argument, an invalid root, ...) and every
-//     rank must fail within seconds naming it (LocalErrorJob).
+//     rank must fail within seconds naming it (RunLocalError).
 //
 // A rank is any binary that calls Rank when the environment variable
 // RoleEnv names a scenario (a test binary through testkit.MainErr, or a

@@ -97,6 +97,26 @@ func allReduce(ctx context.Context, c *comm.Comm, n, it int) (wrong string, err 
 	return "", nil
 }
 
+// broadcast runs one verified broadcast of n bytes from root (iteration
+// it).
+func broadcast(ctx context.Context, c *comm.Comm, n, it, root int) (wrong string, err error) {
+	buf := make([]float32, n/4)
+	if c.Rank() == root {
+		for j := range buf {
+			buf[j] = float32((j+it)%1000 + root)
+		}
+	}
+	if err := comm.Broadcast(ctx, c, buf, root); err != nil {
+		return "", err
+	}
+	for j, v := range buf {
+		if want := float32((j+it)%1000 + root); v != want {
+			return fmt.Sprintf("rank %d: broadcast of %d bytes from %d, iteration %d: element %d is %v, want %v", c.Rank(), n, root, it, j, v, want), nil
+		}
+	}
+	return "", nil
+}
+
 func loop(ctx context.Context, c *comm.Comm) error {
 	limit := time.Minute
 	if s := os.Getenv(MaxEnv); s != "" {
@@ -140,7 +160,16 @@ func exitEarly(ctx context.Context, c *comm.Comm) error {
 	sizes := Sizes()
 	for it := range iters {
 		start := time.Now()
-		wrong, err := allReduce(ctx, c, sizes[rng.IntN(len(sizes))], it)
+		n := sizes[rng.IntN(len(sizes))]
+		var wrong string
+		var err error
+		if root := rng.IntN(c.Size() + 1); root < c.Size() {
+			// A broadcast: its root is done once it has sent, and exits
+			// while the others may still be receiving what it sent.
+			wrong, err = broadcast(ctx, c, n, it, root)
+		} else {
+			wrong, err = allReduce(ctx, c, n, it)
+		}
 		if err != nil {
 			reportFailure(c.Rank(), err, time.Since(start))
 			os.Exit(1)
