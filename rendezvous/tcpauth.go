@@ -186,7 +186,7 @@ func clientAuth(r io.Reader, w io.Writer, secret []byte) error {
 	}
 	var status [1]byte
 	if _, err := io.ReadFull(r, status[:]); err != nil {
-		return fmt.Errorf("%w: the server closed the connection instead of answering the handshake: it is not a gocomm store with GOCOMM_SECRET set (a torch-hosted store cannot authenticate: run without a secret for it, GOCOMM_STORE_AUTH=0): %v", ErrAuth, err)
+		return fmt.Errorf("%w: the server closed the connection instead of answering the handshake: it is not a gocomm store with GOCOMM_SECRET set (a torch-hosted store cannot authenticate: run without a secret for it, GOCOMM_STORE_AUTH=0): %w", ErrAuth, err)
 	}
 	switch status[0] {
 	case authStatusNone:
@@ -197,7 +197,7 @@ func clientAuth(r io.Reader, w io.Writer, secret []byte) error {
 	}
 	in := make([]byte, authNonceSize+authMACSize)
 	if _, err := io.ReadFull(r, in); err != nil {
-		return fmt.Errorf("%w: reading the server's proof: %v", ErrAuth, err)
+		return fmt.Errorf("%w: reading the server's proof: %w", ErrAuth, err)
 	}
 	snonce := in[:authNonceSize]
 	if !hmac.Equal(in[authNonceSize:], authMAC(secret, authServerLabel, cnonce, snonce)) {
@@ -210,6 +210,21 @@ func clientAuth(r io.Reader, w io.Writer, secret []byte) error {
 		return fmt.Errorf("%w: the server refused this rank's proof: secrets differ (ack %#x, %v)", ErrAuth, status[0], err)
 	}
 	return nil
+}
+
+// clientAuthBounded is clientAuth on nc (read through r) within d
+// (DefaultAuthTimeout when dialing): a server that neither answers nor hangs up (torch
+// 2.x's libuv server ignores what it cannot parse) is reported as such
+// rather than waited for until the caller's ctx ends.
+func clientAuthBounded(nc net.Conn, r io.Reader, secret []byte, d time.Duration) error {
+	nc.SetDeadline(time.Now().Add(d))
+	defer nc.SetDeadline(time.Time{})
+	err := clientAuth(r, nc, secret)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: the store server did not answer the handshake within %v: it is not a gocomm store with GOCOMM_SECRET set (a torch-hosted store cannot authenticate: GOCOMM_STORE_AUTH=0): %v", ErrAuth, d, err)
+	}
+	return err
 }
 
 // admit runs the server's authentication of a new connection, if the

@@ -238,3 +238,22 @@ func TestRefusalLogPolicy(t *testing.T) {
 		}
 	}
 }
+
+// A server that accepts and says nothing (torch 2.x's libuv server with
+// bytes it cannot parse) fails the client's handshake after
+// the auth timeout with an error that says so, not at the caller's ctx.
+func TestClientAuthBoundedBySilentServer(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	go io.Copy(io.Discard, server) // reads the opener, answers nothing
+	start := time.Now()
+	const d = 200 * time.Millisecond
+	err := clientAuthBounded(client, client, []byte("k"), d)
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "did not answer the handshake") {
+		t.Errorf("silent server: %v", err)
+	}
+	if took := time.Since(start); took < d || took > d+5*time.Second {
+		t.Errorf("gave up after %v, want about %v", took, d)
+	}
+}

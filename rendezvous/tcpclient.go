@@ -158,7 +158,7 @@ func (s *TCPStore) dial(ctx context.Context) (*clientConn, error) {
 	}
 	c := &clientConn{nc: nc, br: bufio.NewReader(nc)}
 	if s.secret != nil {
-		if ok, err := s.exchange(ctx, c, func(c *clientConn) error { return clientAuth(c.br, c.nc, s.secret) }); !ok {
+		if ok, err := s.exchange(ctx, c, func(c *clientConn) error { return clientAuthBounded(c.nc, c.br, s.secret, DefaultAuthTimeout) }); !ok {
 			nc.Close()
 			if err == nil || ctx.Err() != nil {
 				err = cmp.Or(ctx.Err(), err)
