@@ -651,6 +651,6 @@ func QuickCases() []Case {
 	cs = append(cs, movementCases[int8]()...)
 	cs = append(cs, movementCases[float64]()...)
 	cs = append(cs, miscCases()...)
-	cs = append(cs, userOpSpecCases(affineOp)...)
+	cs = append(cs, userOpSpecCases(affineOp, quickUserOpCounts)...)
 	return cs
 }

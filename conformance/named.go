@@ -17,13 +17,17 @@ type (
 	Count int32
 )
 
-// namedCases: reductions and movement over Grad and Count, point to point
-// and object collectives of them.
+// namedCases: reductions and movement over Grad, all-reduces over Count,
+// point to point and object collectives of them.
 func namedCases() []Case {
 	var cs []Case
 	cs = append(cs, reductionCases[Grad]()...)
-	cs = append(cs, reductionCases[Count]()...)
 	cs = append(cs, movementCases[Grad]()...)
+	for _, op := range []comm.ReduceOp{comm.Sum, comm.BXor} {
+		cs = append(cs, Case{fmt.Sprintf("AllReduce/Count/%v/n=7", op), func(ctx context.Context, c *comm.Comm) error {
+			return checkAllReduce[Count](ctx, c, op, 7, false, comm.AllReduce[Count])
+		}})
+	}
 	cs = append(cs, Case{"Named/BatchSendRecv/Grad", checkNamedSendRecv}, Case{"Named/Objects", checkNamedObjects})
 	return cs
 }

@@ -86,8 +86,8 @@ var userOpCounts = []int{0, 1, 7, 1<<13 + 5}
 // collective, and PreMulSum on three element types.
 func userOpCases() []Case {
 	var cs []Case
-	cs = append(cs, userOpSpecCases(affineOp)...)
-	cs = append(cs, userOpSpecCases(absSumOp)...)
+	cs = append(cs, userOpSpecCases(affineOp, userOpCounts)...)
+	cs = append(cs, userOpSpecCases(absSumOp, userOpCounts)...)
 	cs = append(cs, preMulSumCases[float32](-2)...)
 	cs = append(cs, preMulSumCases[int32](3)...)
 	cs = append(cs, preMulSumCases[comm.Float16](2)...)
@@ -111,12 +111,16 @@ func withOp[T comm.Numeric](c *comm.Comm, s userOpSpec[T], run func(op comm.Redu
 	return errors.Join(run(op), c.FreeOp(op))
 }
 
-func userOpSpecCases[T comm.Numeric](s userOpSpec[T]) []Case {
+// quickUserOpCounts are the counts of the quick suite's user-op cases,
+// which every algorithm sweep runs.
+var quickUserOpCounts = []int{1, 7}
+
+func userOpSpecCases[T comm.Numeric](s userOpSpec[T], counts []int) []Case {
 	var cs []Case
 	name := func(what string, n int) string {
 		return fmt.Sprintf("UserOp/%s(commutative=%v)/%s/n=%d", s.name, s.commutative, what, n)
 	}
-	for _, n := range userOpCounts {
+	for _, n := range counts {
 		for _, inPlace := range []bool{false, true} {
 			cs = append(cs, Case{name(fmt.Sprintf("AllReduce/inplace=%v", inPlace), n), func(ctx context.Context, c *comm.Comm) error {
 				return withOp(c, s, func(op comm.ReduceOp) error {
