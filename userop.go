@@ -158,7 +158,7 @@ func (c *Comm) reduceOp(req *backend.Request, op ReduceOp) error {
 	case u.be.DType != req.DType:
 		return invalid(req.Kind, "op %q (%v) was made for %v elements, not %v", u.be.Name, op, u.be.DType, req.DType)
 	case u.scale != nil:
-		if len(req.Send) > 0 && len(req.Recv) > 0 && &req.Send[0] == &req.Recv[0] {
+		if len(req.Send) > 0 && len(req.Send) == len(req.Recv) && &req.Send[0] == &req.Recv[0] {
 			u.scale(req.Recv, req.Send)
 		} else {
 			scaled := make([]byte, len(req.Send))

@@ -177,3 +177,33 @@ func TestUserOpRefusedByBackend(t *testing.T) {
 	})
 	testkit.NoErrors(t, errs)
 }
+
+// TestPreMulSumReduceNonRootSharedPrefix: a non-root rank of a Reduce may
+// pass a receive buffer that starts where its send buffer does but is
+// shorter (the receive buffer is unused off the root); PreMulSum scales
+// into a new buffer then, rather than writing past the receive buffer's end.
+func TestPreMulSumReduceNonRootSharedPrefix(t *testing.T) {
+	ctx := context.Background()
+	errs := testkit.OnEveryRank(localWorld(t, 2), func(r int, c *comm.Comm) error {
+		pm, err := comm.PreMulSum(c, float32(2))
+		if err != nil {
+			return err
+		}
+		send := []float32{float32(r + 1), float32(10 * (r + 1))}
+		recv := send[:1]
+		if r == 0 {
+			recv = make([]float32, 2)
+		}
+		if err := comm.Reduce(ctx, c, send, recv, pm, 0); err != nil {
+			return err
+		}
+		if r == 0 && (recv[0] != 6 || recv[1] != 60) {
+			t.Errorf("root: %v, want [6 60]", recv)
+		}
+		if r == 1 && (send[0] != 2 || send[1] != 20) {
+			t.Errorf("rank 1's send buffer changed to %v", send)
+		}
+		return nil
+	})
+	testkit.NoErrors(t, errs)
+}
