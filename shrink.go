@@ -125,13 +125,17 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	if st.cfg.Store == nil {
 		return nil, errors.New("comm: Shrink needs the rendezvous store the world was made with; this world has none (NewLocalWorld, a world of one, or a backend that meets without one)")
 	}
+	// The settling time comes from the caller's ctx: without a deadline
+	// it is a quarter of the timeout (at most 30 s), not half of the
+	// timeout the agreement itself is bounded by below.
+	settle := shrinkSettle(ctx, c.timeout)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
 	base := st.lineage + "/" + strconv.FormatUint(c.id, 16) + "/" + strconv.Itoa(st.next(c.id))
-	members, err := agreeSurvivors(ctx, st.cfg.Store, base, c.size, c.rank, c.commRanks(st.knownDead()), shrinkSettle(ctx, c.timeout))
+	members, err := agreeSurvivors(ctx, st.cfg.Store, base, c.size, c.rank, c.commRanks(st.knownDead()), settle)
 	if err != nil {
 		return nil, fmt.Errorf("comm: Shrink: rank %d of %d: agreeing on the survivors: %w", c.rank, c.size, err)
 	}
@@ -302,8 +306,18 @@ func parseMembers(raw []byte, size int) ([]int, error) {
 	if err := json.Unmarshal(raw, &ms); err != nil {
 		return nil, fmt.Errorf("the store holds an unreadable membership %q", truncateBytes(raw, 80))
 	}
-	if len(ms) == 0 || !slices.IsSorted(ms) || ms[0] < 0 || ms[len(ms)-1] >= size {
+	if len(ms) == 0 || !strictlyIncreasing(ms) || ms[0] < 0 || ms[len(ms)-1] >= size {
 		return nil, fmt.Errorf("the store holds an invalid membership %v for %d ranks", ms, size)
 	}
 	return ms, nil
+}
+
+// strictlyIncreasing reports whether ms is sorted with no rank twice.
+func strictlyIncreasing(ms []int) bool {
+	for i := 1; i < len(ms); i++ {
+		if ms[i] <= ms[i-1] {
+			return false
+		}
+	}
+	return true
 }

@@ -252,9 +252,11 @@ func TestStartMonitoredBarrierNamesLateRank(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if r == 2 {
-			time.Sleep(400 * time.Millisecond)
+			// Well past the barrier's timeout, so that a rank 0 or 1
+			// descheduled on a loaded machine is not late too.
+			time.Sleep(2500 * time.Millisecond)
 		}
-		return comm.StartMonitoredBarrier(ctx, c, 100*time.Millisecond, true).Wait()
+		return comm.StartMonitoredBarrier(ctx, c, time.Second, true).Wait()
 	})
 	for r, err := range errs {
 		wantIs(t, r, err, comm.ErrBarrierTimeout, "rank(s) 2")
@@ -291,6 +293,11 @@ func TestWaitAll(t *testing.T) {
 	}
 	if slow.Err() != nil || isDone(slow) {
 		t.Fatal("WaitAll's ended ctx touched the work")
+	}
+	// An ended ctx keeps the errors of works already found failed.
+	err = comm.WaitAll(cctx, failed, slow)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, boom) || !strings.Contains(err.Error(), "work 0: boom") {
+		t.Fatalf("WaitAll(failed, slow) past the deadline = %v, want boom and the deadline", err)
 	}
 	// Works already done win over an ended ctx.
 	if err := comm.WaitAll(cctx, done); err != nil {

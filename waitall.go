@@ -13,7 +13,8 @@ import (
 // for), as MPI skips MPI_REQUEST_NULL. Works already done count at once.
 //
 // If ctx ends first, WaitAll returns an error wrapping ctx.Err() that says
-// how many works are still running. It does not cancel them: their
+// how many works are still running, joined with the errors of the works
+// it had already found failed. It does not cancel them: their
 // buffers still belong to them until each is done (wait again, or abort
 // the communicator). WaitAll may be called from several goroutines on the
 // same works.
@@ -31,7 +32,8 @@ func WaitAll(ctx context.Context, works ...*Work) error {
 			select {
 			case <-w.Done():
 			case <-ctx.Done():
-				return fmt.Errorf("comm: WaitAll: %d of %d works not done: %w", pending(works[i:]), len(works), ctx.Err())
+				// The errors of works already seen failing are kept.
+				return errors.Join(append(errs, fmt.Errorf("comm: WaitAll: %d of %d works not done: %w", pending(works[i:]), len(works), ctx.Err()))...)
 			}
 		}
 		if err := w.Err(); err != nil {
