@@ -70,7 +70,7 @@ func (s userOpSpec[T]) ref(size, off, n int) []T {
 
 var (
 	affineOp = userOpSpec[Affine]{"affine", false, composeAffine, func(r, i int) Affine {
-		h := uint32(r*2654435761) ^ uint32(i*40503+17)
+		h := uint32(r)*2654435761 ^ uint32(i*40503+17)
 		return Affine(2*h+1)<<32 | Affine(h*7+uint32(r))
 	}}
 	absSumOp = userOpSpec[Grad]{"abs-sum", true, absSum, func(r, i int) Grad {
