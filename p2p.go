@@ -52,6 +52,12 @@ func StartRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *
 // native and mpi backends do); otherwise RecvUpTo fails at once with
 // ErrInvalid. On error n is 0 and from -1. buf belongs to the receive
 // until it returns.
+//
+// A pending receive from AnySource fails as soon as a peer is lost, as
+// ULFM's MPI_ERR_PROC_FAILED_PENDING does, even if another rank could
+// have sent the message. On the mpi backend, a ctx that ends after a
+// message has matched (MPI_Improbe) abandons that message: it is not
+// delivered to a later receive.
 func RecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (n, from int, err error) {
 	from, n, err = startRecvUpTo(ctx, c, buf, src, tag).syncRecv()
 	if err != nil {

@@ -53,6 +53,8 @@ var capabilityNames = [...]string{
 	RecvUpTo:            "RecvUpTo",
 }
 
+// String names the capability as its constant is named (Capability(n) for
+// a value no constant has).
 func (c Capability) String() string {
 	if c > 0 && c < numCapabilities {
 		return capabilityNames[c]
