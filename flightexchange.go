@@ -61,6 +61,10 @@ type flightExchange struct {
 	note    string        // why the exchange failed
 }
 
+// watcherMaxFailures is how many store Checks in a row may fail before
+// the watcher gives up on the store.
+const watcherMaxFailures = 5
+
 // flightGrace is how long the exchange waits for answers: a tenth of the
 // communicator's timeout, within [1s, 10s].
 func flightGrace(timeout time.Duration) time.Duration {
@@ -82,6 +86,7 @@ func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration
 		defer close(x.done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
+		failures := 0
 		for {
 			select {
 			case <-ctx.Done():
@@ -89,14 +94,20 @@ func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration
 			case <-t.C:
 			}
 			// Bounded: a store whose server is gone must not hold the
-			// watcher in a dial loop. A store that fails ends the watcher:
+			// watcher in a dial loop. One failed Check (a reset
+			// connection, a slow store) is retried at the next tick;
+			// only a store that keeps failing ends the watcher, since
 			// nothing can be exchanged through it any more.
 			cctx, cancel := context.WithTimeout(ctx, x.grace)
 			ok, err := store.Check(cctx, flightIncidentKey)
 			cancel()
 			if err != nil {
-				return
+				if failures++; failures >= watcherMaxFailures {
+					return
+				}
+				continue
 			}
+			failures = 0
 			if ok {
 				f.postHead(ctx)
 				return
