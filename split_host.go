@@ -82,15 +82,5 @@ func (c *Comm) hostsByName(ctx context.Context) ([]int, error) {
 	if err := AllGather(ctx, c, []uint64{h.Sum64()}, all); err != nil {
 		return nil, err
 	}
-	index := map[uint64]int{}
-	hosts := make([]int, c.size)
-	for r, k := range all {
-		i, seen := index[k]
-		if !seen {
-			i = len(index)
-			index[k] = i
-		}
-		hosts[r] = i
-	}
-	return hosts, nil
+	return backend.NumberHosts(c.size, func(r int) uint64 { return all[r] }), nil
 }

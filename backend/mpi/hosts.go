@@ -55,16 +55,5 @@ func (c *Comm) Hosts() []int {
 	if len(c.worldRanks) != c.size || c.w.hostLeader == nil {
 		return nil
 	}
-	hosts := make([]int, c.size)
-	index := map[int]int{} // world host leader -> our index
-	for r, wr := range c.worldRanks {
-		l := c.w.hostLeader[wr]
-		h, seen := index[l]
-		if !seen {
-			h = len(index)
-			index[l] = h
-		}
-		hosts[r] = h
-	}
-	return hosts
+	return backend.NumberHosts(c.size, func(r int) int { return c.w.hostLeader[c.worldRanks[r]] })
 }

@@ -26,15 +26,5 @@ func (c *Comm) Hosts() []int {
 // hostIndices numbers the hosts of members (world ranks, whose endpoint
 // host is hostOf(w)) in order of first appearance.
 func hostIndices(members []int, hostOf func(int) int) []int {
-	hosts := make([]int, len(members))
-	index := map[int]int{} // endpoint host index -> ours
-	for r, w := range members {
-		h, seen := index[hostOf(w)]
-		if !seen {
-			h = len(index)
-			index[hostOf(w)] = h
-		}
-		hosts[r] = h
-	}
-	return hosts
+	return backend.NumberHosts(len(members), func(r int) int { return hostOf(members[r]) })
 }

@@ -40,7 +40,7 @@ func options(transport string) faults.Options {
 // command runs a hundred.
 func TestKillNamesTheVictim(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 4 processes per trial")
+		t.Skip("-short: starts 4 processes per trial; the full suite (CI, no -short) runs it")
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	for _, tr := range []string{"shm", "tcp"} {
@@ -69,7 +69,7 @@ func TestKillNamesTheVictim(t *testing.T) {
 // all-reduce, with no Close: no rank's last collective may fail.
 func TestExitWithoutClose(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 4 processes per job")
+		t.Skip("-short: starts 4 processes per job; the full suite (CI, no -short) runs it")
 	}
 	for _, tr := range []string{"shm", "tcp"} {
 		t.Run(tr, func(t *testing.T) {
@@ -94,7 +94,7 @@ func TestExitWithoutClose(t *testing.T) {
 // every rank within seconds, each naming it.
 func TestLocalErrorsFailEveryRank(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 4 processes per case")
+		t.Skip("-short: starts 4 processes per case; the full suite (CI, no -short) runs it")
 	}
 	for _, name := range faults.LocalCases() {
 		t.Run(name, func(t *testing.T) {
