@@ -419,14 +419,19 @@ func (b *backoff) next() waitPhase {
 	return b.phase
 }
 
-// yield gives up the CPU: to other goroutines, and every other call to
-// other threads of any process (ranks may outnumber cores).
+// yieldCPU gives up the CPU to other threads of any process (ranks may
+// outnumber cores), and on every 64th call to this process's other
+// goroutines as well. runtime.Gosched is kept rare: it puts the caller on
+// the global run queue and wakes an idle thread to look for work, a
+// thread that then competes with the peer being waited for (on a machine
+// with as many ranks as cores, that wake is what turned a few microseconds'
+// delay into stalls of 30-300 us).
 func (b *backoff) yieldCPU() {
-	if b.n&1 == 0 {
-		osYield()
-	} else {
+	if b.n&63 == 0 {
 		runtime.Gosched()
+		return
 	}
+	osYield()
 }
 
 // sleepOn sleeps on the futex word while it holds val, until a wake (every

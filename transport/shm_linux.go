@@ -36,9 +36,12 @@ func futexWake(addr *uint32) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)
 }
 
-// osYield gives the CPU to another runnable thread, of any process.
+// osYield gives the CPU to another runnable thread, of any process. It
+// is a raw system call: sched_yield returns at once, and telling the
+// runtime (entersyscall) would only invite it to hand this thread's P to
+// another thread.
 func osYield() {
-	syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+	syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 }
 
 // createSegment creates a new file of size bytes named name in the first

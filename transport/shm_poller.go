@@ -267,7 +267,15 @@ func (e *shmEndpoint) drainLoop() {
 	seen := atomic.LoadUint32(e.me.drain)
 	for {
 		atomic.StoreUint32(e.me.bgAsleep, 1)
-		sleepOn(e.me.drain, seen, maxSleep, e.drainStop, nil, nil)
+		// One futex wait, not sleepOn's growing slices: close bumps the
+		// word and wakes it. Every slice would re-enter the system call,
+		// and the runtime's monitor answers each blocked call by handing
+		// this thread's P on and waking a thread to run it (then polling
+		// every 20 us for a while): threads that take a core from a
+		// spinning rank.
+		if atomic.LoadUint32(e.me.drain) == seen && !isClosed(e.drainStop) {
+			futexWait(e.me.drain, seen, maxSleep)
+		}
 		atomic.StoreUint32(e.me.bgAsleep, 0)
 		if isClosed(e.drainStop) {
 			return
