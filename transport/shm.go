@@ -420,14 +420,16 @@ func (b *backoff) next() waitPhase {
 }
 
 // yieldCPU gives up the CPU to other threads of any process (ranks may
-// outnumber cores), and on every 64th call to this process's other
-// goroutines as well. runtime.Gosched is kept rare: it puts the caller on
-// the global run queue and wakes an idle thread to look for work, a
-// thread that then competes with the peer being waited for (on a machine
-// with as many ranks as cores, that wake is what turned a few microseconds'
-// delay into stalls of 30-300 us).
+// outnumber cores). With a single P it also lets this process's other
+// goroutines run, on every 64th call. With more Ps they have others to
+// run on, and runtime.Gosched would do harm: it puts the caller on the
+// global run queue and wakes an idle thread to look for work, which takes
+// the caller over on another thread (the first one parks) and competes
+// with the peer being waited for. On a machine with as many ranks as
+// cores, those wakes turned a few microseconds' delay into stalls of
+// 30-300 us.
 func (b *backoff) yieldCPU() {
-	if b.n&63 == 0 {
+	if b.n&63 == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 		return
 	}
