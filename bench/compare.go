@@ -2,12 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -43,10 +45,15 @@ const (
 	// mpirun with the btls of mpi-shm, beside raw MPI; it needs a
 	// commbench built with cgo and -tags mpi.
 	SeriesMPIBackend = "mpi-backend"
+	// SeriesMPISHMBest and SeriesMPITCPBest are Open MPI at its best over
+	// vader and tcp: per case, the fastest of its tuned algorithms, each
+	// forced in a run of its own (see --mpi-algos).
+	SeriesMPISHMBest = "mpi-shm-best"
+	SeriesMPITCPBest = "mpi-tcp-best"
 )
 
 // DefaultSeries is what commbench compare runs by default.
-var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPIBackend, SeriesMPISHM, SeriesMPITCP, SeriesGloo}
+var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPIBackend, SeriesMPISHM, SeriesMPISHMBest, SeriesMPITCP, SeriesMPITCPBest, SeriesGloo}
 
 // DefaultCompareOps is the default --op of commbench compare: the
 // all-reduce sweep, and the other bandwidth ops at 64 MiB.
@@ -74,6 +81,11 @@ type CompareConfig struct {
 	WorkDir  string // keep plans, harnesses and raw files here ("": a temporary directory, removed)
 	Quiet    bool
 	Command  string
+	// MPIAlgos narrows the tuned algorithms the best-of series try (nil:
+	// every one Open MPI lists for the op).
+	MPIAlgos MPIAlgoChoice
+
+	bestNote string // what the best-of series try, for the header (set by Compare)
 }
 
 const compareUsage = `commbench compare runs one op/size sweep for several implementations side by
@@ -87,14 +99,29 @@ Series:
                btls of mpi-shm; needs this commbench built with cgo and -tags mpi
   mpi-shm      Open MPI through a C harness under mpirun, --mca btl self,vader
   mpi-tcp      the same with --mca btl self,tcp over loopback
+  mpi-shm-best, mpi-tcp-best
+               Open MPI at its best over vader and tcp: per op and size, the
+               fastest of its tuned algorithms, each forced in a run of its own
+               (--mca coll_tuned_use_dynamic_rules 1 --mca
+               coll_tuned_<op>_algorithm K, for every K ompi_info lists: allreduce
+               1-6, bcast 1-9, allgather 1-6, reduce_scatter_block 1-4, alltoall
+               1-5, reduce 1-7, barrier 1-6 in Open MPI 4.1; two_proc on 2 ranks
+               only; segment sizes at their defaults); the "alg" column and the
+               JSON/CSV "algorithm" field say which K won. Costly: each K is a run
+               (9 mpirun starts per btl and round), and every case runs once per
+               K its op has (6x the all-reduce time of mpi-shm); --mpi-algos
+               narrows the sweep
   gloo         torch.distributed's gloo backend through a Python harness, one
                process per rank, init_method tcp://127.0.0.1:<port>
 
-Every series runs the same plan (cases, warm-ups, iterations). The series take
-turns, run after run, in a rotating order, and each reported time is the median
-over the runs of each run's timed loop per iteration (the slowest rank's): this
-machine's speed drifts within seconds, and interleaving spreads that over every
-series. A series that cannot start (no mpicc, no torch) is reported and left out.
+Every series runs the same plan (cases, warm-ups, iterations). The series (and
+each K of the best-of series) take turns, run after run, in a rotating order,
+and each reported time is the median over the runs of each run's timed loop per
+iteration (the slowest rank's): this machine's speed drifts within seconds, and
+interleaving spreads that over every series. A series that cannot start (no mpicc, no torch) is reported and left out.
+Ratios: each gocomm series over the peers of its link (gocomm-shm and mpi-backend
+over mpi-shm and mpi-shm-best, gocomm-tcp over mpi-tcp and mpi-tcp-best) and over
+gloo.
 
 Example (the issue 4 comparison):
   commbench compare -n 2 --runs 3 --plot compare.svg --json compare.json
@@ -152,6 +179,7 @@ func ParseCompareArgs(args []string, out io.Writer) (CompareConfig, error) {
 	fs.StringVar(&cfg.MPIRun, "mpirun", cfg.MPIRun, "Open MPI's mpirun")
 	fs.StringVar(&cfg.MPICC, "mpicc", cfg.MPICC, "MPI C compiler wrapper, to build the MPI harness")
 	fs.StringVar(&mpiArgs, "mpirun-args", "", "extra mpirun arguments, space-separated (e.g. \"--bind-to none\")")
+	fs.Var(&cfg.MPIAlgos, "mpi-algos", "the only tuned algorithms the mpi-*-best series try for an op, op=K,K-K (e.g. allreduce=2,4-6); repeatable; ops not named try all")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound of one run of one series")
 	fs.StringVar(&cfg.JSON, "json", "", "write every series' results as JSON to this file")
 	fs.StringVar(&cfg.CSV, "csv", "", "write every series' results as CSV to this file")
@@ -243,6 +271,14 @@ type Runner struct {
 	Ours  bool // a gocomm series (the numerator of the ratios)
 	Setup func(ctx context.Context) error
 	Run   func(ctx context.Context, planPath, rawPath string) error
+	// BestOf, when not "", makes this runner one variant of the best-of
+	// series BestOf (a peer): its plan keeps only the cases of Forced's
+	// ops, its rows carry Forced[op] (the algorithm it forces, e.g. "4
+	// ring") as Result.Algo, and the series reports, per case, the
+	// variant with the lowest time. Its own rows go to the JSON's
+	// "variants".
+	BestOf string
+	Forced map[Op]string
 }
 
 // Compare runs the comparison cfg describes and prints it to stdout.
@@ -258,23 +294,42 @@ func Compare(ctx context.Context, cfg CompareConfig, stdout, stderr io.Writer) e
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("commbench compare: %w", err)
 	}
-	runners, err := runners(cfg, dir)
+	var variants []mpiVariant
+	if slices.Contains(cfg.Series, SeriesMPISHMBest) || slices.Contains(cfg.Series, SeriesMPITCPBest) {
+		plan, err := BuildPlan(cfg.Sweep, cfg.DType, cfg.RedOp, cfg.Check, cfg.Ranks)
+		if err != nil {
+			return fmt.Errorf("commbench compare: %w", err)
+		}
+		algos, source := probeTunedAlgorithms(ctx, cfg.MPIRun)
+		if variants, err = planMPIVariants(planOps(plan), algos, cfg.MPIAlgos, cfg.Ranks); err != nil {
+			return fmt.Errorf("commbench compare: %w", err)
+		}
+		if len(variants) == 0 {
+			cfg.bestNote = "no op of the plan has tuned algorithms"
+		} else {
+			cfg.bestNote = describeMPIVariants(planOps(plan), variants) + "; algorithms from " + source
+		}
+	}
+	runners, err := runners(cfg, dir, variants)
 	if err != nil {
 		return err
 	}
 	return CompareWith(ctx, cfg, dir, runners, stdout, stderr)
 }
 
-// runners builds the Runner of every series cfg names.
-func runners(cfg CompareConfig, dir string) ([]Runner, error) {
+// runners builds the Runner of every series cfg names; a best-of series
+// is one runner per variant.
+func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("commbench compare: cannot find this executable to start gocomm's ranks: %w", err)
 	}
 	mpiBin := filepath.Join(dir, "mpi_bench")
 	var mpiBuilt error
-	mpiSetup := func(ctx context.Context) error {
-		if mpiBuilt == nil {
+	var mpiTried bool
+	mpiSetup := func(ctx context.Context) error { // once for every MPI series and variant
+		if !mpiTried {
+			mpiTried = true
 			mpiBuilt = buildMPIHarness(ctx, cfg.MPICC, cfg.MPIRun, dir, mpiBin)
 		}
 		return mpiBuilt
@@ -312,10 +367,7 @@ func runners(cfg CompareConfig, dir string) ([]Runner, error) {
 				},
 			})
 		case SeriesMPISHM, SeriesMPITCP:
-			btl := []string{"--mca", "btl", "self,vader"}
-			if s == SeriesMPITCP {
-				btl = []string{"--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"}
-			}
+			btl := mpiBTL(s)
 			rs = append(rs, Runner{
 				Name: s, Setup: mpiSetup,
 				Run: func(ctx context.Context, plan, raw string) error {
@@ -324,6 +376,24 @@ func runners(cfg CompareConfig, dir string) ([]Runner, error) {
 					return runCommand(ctx, cfg.Timeout, cfg.MPIRun, args)
 				},
 			})
+		case SeriesMPISHMBest, SeriesMPITCPBest:
+			btl := mpiBTL(s)
+			for _, v := range variants {
+				forced := map[Op]string{}
+				for op, a := range v.Forced {
+					forced[op] = a.String()
+				}
+				rs = append(rs, Runner{
+					Name: fmt.Sprintf("%s-k%d", strings.TrimSuffix(s, "-best"), v.K), Setup: mpiSetup,
+					BestOf: s, Forced: forced,
+					Run: func(ctx context.Context, plan, raw string) error {
+						args := append(mpirunBase(cfg), btl...)
+						args = append(args, mpiVariantArgs(v)...)
+						args = append(args, mpiBin, plan, raw)
+						return runCommand(ctx, cfg.Timeout, cfg.MPIRun, args)
+					},
+				})
+			}
 		case SeriesGloo:
 			script := filepath.Join(dir, "gloo_bench.py")
 			rs = append(rs, Runner{
@@ -337,6 +407,15 @@ func runners(cfg CompareConfig, dir string) ([]Runner, error) {
 		}
 	}
 	return rs, nil
+}
+
+// mpiBTL is the --mca btl choice of an MPI series: vader (shared
+// memory) or tcp over loopback.
+func mpiBTL(series string) []string {
+	if series == SeriesMPITCP || series == SeriesMPITCPBest {
+		return []string{"--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"}
+	}
+	return []string{"--mca", "btl", "self,vader"}
 }
 
 // mpirunBase is the start of every mpirun command line: n ranks, allowed
@@ -434,11 +513,29 @@ func CompareWith(ctx context.Context, cfg CompareConfig, dir string, runners []R
 	}
 	var notes []string
 	var active []Runner
+	plans := map[string]Plan{}       // runner -> the plan it runs
+	planPaths := map[string]string{} // runner -> its plan file
 	for _, r := range runners {
+		plans[r.Name], planPaths[r.Name] = plan, planPath
+		if r.BestOf != "" {
+			p := filterPlan(plan, func(op Op) bool { _, ok := r.Forced[op]; return ok })
+			if len(p.Cases) == 0 {
+				continue // nothing of the plan has this variant's algorithms
+			}
+			path := filepath.Join(dir, "plan-"+r.Name+".txt")
+			if err := writeFile(path, func(w io.Writer) error { return WritePlan(w, p) }); err != nil {
+				return err
+			}
+			plans[r.Name], planPaths[r.Name] = p, path
+		}
 		if r.Setup != nil {
 			if err := r.Setup(ctx); err != nil {
-				notes = append(notes, fmt.Sprintf("%s: not run: %v", r.Name, oneLine(err)))
-				logf("%s: not run: %v", r.Name, err)
+				name := cmp.Or(r.BestOf, r.Name) // one note for all of a best-of series' variants
+				note := fmt.Sprintf("%s: not run: %v", name, oneLine(err))
+				if !slices.Contains(notes, note) {
+					notes = append(notes, note)
+					logf("%s: not run: %v", name, err)
+				}
 				continue
 			}
 		}
@@ -458,7 +555,7 @@ func CompareWith(ctx context.Context, cfg CompareConfig, dir string, runners []R
 			raw := filepath.Join(dir, fmt.Sprintf("raw-%s-%d.txt", r.Name, run+1))
 			t0 := time.Now()
 			logf("run %d/%d: %s ...", run+1, cfg.Runs, r.Name)
-			err := r.Run(ctx, planPath, raw)
+			err := r.Run(ctx, planPaths[r.Name], raw)
 			var samples []Sample
 			if err == nil {
 				samples, err = readRaw(raw, cfg.Ranks)
@@ -473,34 +570,76 @@ func CompareWith(ctx context.Context, cfg CompareConfig, dir string, runners []R
 			runs[r.Name] = append(runs[r.Name], samples)
 		}
 	}
-	var results []Result
-	var ours, peers []string
-	for _, r := range active {
-		if len(runs[r.Name]) == 0 {
-			continue
-		}
-		results = append(results, Aggregate(r.Name, cfg.Ranks, plan, runs[r.Name])...)
-		if r.Ours {
-			ours = append(ours, r.Name)
-		} else {
-			peers = append(peers, r.Name)
+	results, variants, ours, peers := collectResults(cfg.Ranks, plan, plans, active, runs)
+	for _, v := range variants {
+		// The check line counts the rows shown; a losing variant's
+		// wrong results are Open MPI's and must not vanish with it.
+		if v.Wrong > 0 {
+			notes = append(notes, fmt.Sprintf("%s (%s): %v %d B: %d wrong elements", v.Series, v.Algo, v.Op, v.Bytes, v.Wrong))
 		}
 	}
 	meta := Meta{
 		Series: "compare", Backend: cfg.Backend, Transport: "various", Ranks: cfg.Ranks, DType: plan.DType.String(),
 		RedOp: RedOpName(plan.RedOp), Warmup: cfg.Sweep.Warmup, Iters: cfg.Sweep.Iters, Budget: cfg.Sweep.Budget,
 		Check: plan.Check, Algo: cfg.AlgoText, Started: start.Format(time.RFC3339), Command: cfg.Command,
+		MPIAlgos: cfg.bestNote,
 	}
 	meta.Host, _ = os.Hostname()
 	WriteComparison(stdout, meta, cfg.Runs, results, ours, peers, notes)
 	title := fmt.Sprintf("commbench compare: %d ranks, %s, medians of %d runs", cfg.Ranks, plan.DType, cfg.Runs)
-	if err := writeOutputs(cfg.JSON, cfg.CSV, cfg.Plot, title, []Meta{meta}, results); err != nil {
+	if cfg.JSON != "" {
+		if err := writeFile(cfg.JSON, func(w io.Writer) error { return WriteJSONVariants(w, []Meta{meta}, results, variants) }); err != nil {
+			return err
+		}
+	}
+	if err := writeOutputs("", cfg.CSV, cfg.Plot, title, []Meta{meta}, results); err != nil {
 		return err
 	}
 	if len(results) == 0 {
 		return errors.New("commbench compare: every run failed")
 	}
 	return nil
+}
+
+// collectResults aggregates the runs of every active runner (each over
+// the plan it ran): the rows of the plain series, in runner order, with
+// each best-of series' rows (bestOf over its variants) where its first
+// variant stands; the variants' own rows, their Algo set; and the names
+// of our series and the peers'.
+func collectResults(n int, plan Plan, plans map[string]Plan, active []Runner, runs map[string][][]Sample) (results, variants []Result, ours, peers []string) {
+	groups := map[string][][]Result{}
+	for _, r := range active {
+		if r.BestOf == "" || len(runs[r.Name]) == 0 {
+			continue
+		}
+		rows := Aggregate(r.Name, n, plans[r.Name], runs[r.Name])
+		for i := range rows {
+			rows[i].Algo = r.Forced[rows[i].Op]
+		}
+		groups[r.BestOf] = append(groups[r.BestOf], rows)
+		variants = append(variants, rows...)
+	}
+	for _, r := range active {
+		name := r.Name
+		switch {
+		case r.BestOf != "":
+			name = r.BestOf
+			if slices.Contains(peers, name) || len(groups[name]) == 0 {
+				continue
+			}
+			results = append(results, bestOf(name, plan, groups[name])...)
+		case len(runs[r.Name]) == 0:
+			continue
+		default:
+			results = append(results, Aggregate(r.Name, n, plans[r.Name], runs[r.Name])...)
+		}
+		if r.Ours {
+			ours = append(ours, name)
+		} else {
+			peers = append(peers, name)
+		}
+	}
+	return results, variants, ours, peers
 }
 
 func readRaw(path string, n int) ([]Sample, error) {
@@ -622,12 +761,15 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 		by[r.Series][caseKey{r.Op, r.Bytes}] = r
 	}
 	series := append(append([]string(nil), ours...), peers...)
-	type pair struct{ a, b string }
-	var ratios []pair
-	for _, o := range ours {
-		for _, p := range peers {
-			ratios = append(ratios, pair{o, p})
+	ratios := ratioPairs(ours, peers)
+	hasAlgo := map[string]bool{} // series with an "alg" column (best-of)
+	for _, r := range results {
+		if r.Algo != "" {
+			hasAlgo[r.Series] = true
 		}
+	}
+	if m.MPIAlgos != "" {
+		fmt.Fprintf(w, "# mpi-*-best: per size the fastest of Open MPI's tuned algorithms, each forced in its own run (alg: its K): %s\n", m.MPIAlgos)
 	}
 	for _, op := range opsOf(results) {
 		var keys []caseKey
@@ -645,11 +787,16 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 		for _, s := range series {
 			head1 = append(head1, s, "", "")
 			head2 = append(head2, "time", "p99", "busbw")
+			if hasAlgo[s] {
+				head1 = append(head1, "")
+				head2 = append(head2, "alg")
+			}
 		}
 		for _, p := range ratios {
-			head1 = append(head1, shortName(p.a)+"/")
-			head2 = append(head2, p.b)
+			head1 = append(head1, shortName(p.ours)+"/")
+			head2 = append(head2, p.peer)
 		}
+		won := map[string]bool{} // the winning algorithms of this op, for the footnote
 		rows := [][]string{head1, head2}
 		for _, k := range keys {
 			row := []string{strconv.FormatInt(k.bytes, 10)}
@@ -663,16 +810,30 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 				default:
 					row = append(row, FormatMicros(r.TimeUS), FormatMicros(r.P99US), fmt.Sprintf("%.3f", r.BusBW))
 				}
+				if hasAlgo[s] {
+					switch {
+					case ok && r.Skip == "" && r.Algo != "":
+						row = append(row, algoK(r.Algo))
+						won[r.Algo] = true
+					default:
+						row = append(row, "-")
+					}
+				}
 			}
 			for _, p := range ratios {
-				row = append(row, formatRatio(by[p.a][k], by[p.b][k]))
+				row = append(row, formatRatio(by[p.ours][k], by[p.peer][k]))
 			}
 			rows = append(rows, row)
 		}
 		fmt.Fprintf(w, "#\n# %v\n", op)
 		writeAligned(w, rows, 2)
+		if len(won) > 0 {
+			algos := slices.Collect(maps.Keys(won))
+			slices.SortFunc(algos, func(a, b string) int { return cmp.Compare(atoiOr(algoK(a)), atoiOr(algoK(b))) })
+			fmt.Fprintf(w, "#   alg = K of coll_tuned_%s_algorithm: %s\n", tunedParam[op], strings.Join(algos, ", "))
+		}
 	}
-	writeHeadlines(w, results, series, ours, peers)
+	writeHeadlines(w, results, series, ratios)
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "#\n# notes:")
 		for _, n := range notes {
@@ -695,7 +856,7 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 // writeHeadlines prints, for all-reduce, the figures of issue 4's targets
 // per series: latency at the smallest size, busbw at the largest, and the
 // best busbw with its size; then the same as ratios ours/peer.
-func writeHeadlines(w io.Writer, results []Result, series, ours, peers []string) {
+func writeHeadlines(w io.Writer, results []Result, series []string, ratios []ratioPair) {
 	type head struct {
 		small, large, best Result
 		ok                 bool
@@ -735,19 +896,17 @@ func writeHeadlines(w io.Writer, results []Result, series, ours, peers []string)
 			fmt.Sprintf("%.3f GB/s @ %s", h.best.BusBW, HumanSize(h.best.Bytes)),
 		})
 	}
-	for _, o := range ours {
-		for _, p := range peers {
-			a, b := heads[o], heads[p]
-			if !a.ok || !b.ok {
-				continue
-			}
-			rows = append(rows, []string{
-				o + "/" + p,
-				ratioString(b.small.TimeUS / a.small.TimeUS),
-				ratioString(a.large.BusBW / b.large.BusBW),
-				ratioString(a.best.BusBW / b.best.BusBW),
-			})
+	for _, p := range ratios {
+		a, b := heads[p.ours], heads[p.peer]
+		if !a.ok || !b.ok {
+			continue
 		}
+		rows = append(rows, []string{
+			p.ours + "/" + p.peer,
+			ratioString(b.small.TimeUS / a.small.TimeUS),
+			ratioString(a.large.BusBW / b.large.BusBW),
+			ratioString(a.best.BusBW / b.best.BusBW),
+		})
 	}
 	writeAligned(w, rows, 1)
 }
@@ -773,6 +932,12 @@ func ratioString(x float64) string {
 		return fmt.Sprintf("%.1gx", x) // two decimals would print 0.00x
 	}
 	return fmt.Sprintf("%.2fx", x)
+}
+
+// atoiOr is s as an int, or 0.
+func atoiOr(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // shortName drops the "gocomm-" prefix for the ratio headers.

@@ -24,10 +24,15 @@
 //   - Comparison: CompareWith runs one plan through several Runners, run
 //     after run in a rotating order, and Aggregate takes per case the
 //     median of the runs' means; WriteComparison prints the ratios
-//     ours/peer. The harnesses are peers/mpi_bench.c (compiled with mpicc
-//     at run time, run under mpirun with the vader or the tcp BTL) and
-//     peers/gloo_bench.py (run with /usr/bin/python3, one process per
-//     rank).
+//     ours/peer (each gocomm series over the peers of its link, shared
+//     memory or TCP, and over gloo). The harnesses are peers/mpi_bench.c
+//     (compiled with mpicc at run time, run under mpirun with the vader or
+//     the tcp BTL) and peers/gloo_bench.py (run with /usr/bin/python3, one
+//     process per rank). The best-of series (mpi-shm-best, mpi-tcp-best)
+//     run the MPI harness once per Open MPI tuned algorithm K, forced with
+//     coll_tuned_<op>_algorithm (the list from ompi_info, else Open MPI
+//     4.1's), as Runners with BestOf set, and keep per case the fastest
+//     variant, naming it (Result.Algo).
 //
 // Main and CompareMain are the command lines of cmd/commbench. Without a
 // launcher, commbench starts its ranks with launch.Spawn; under commrun,

@@ -18,9 +18,14 @@ type Transport uint8
 
 // Transports.
 const (
-	// TransportTCP: one process per rank, connected over TCP (the native
-	// backend's default).
-	TransportTCP Transport = iota
+	// TransportAuto: one process per rank, connected as the library
+	// connects a program that does not choose (comm.Options.Transport ""
+	// and GOCOMM_TRANSPORT, by default "auto": shared memory between
+	// ranks of one host, TCP between hosts). commbench's default, so that
+	// a first measurement is of what a program will run.
+	TransportAuto Transport = iota
+	// TransportTCP: one process per rank, connected over TCP only.
+	TransportTCP
 	// TransportInproc: every rank a goroutine of this process, connected
 	// by in-memory channels (comm.NewLocalWorld).
 	TransportInproc
@@ -28,7 +33,7 @@ const (
 	TransportSHM
 )
 
-var transportNames = [...]string{TransportTCP: "tcp", TransportInproc: "inproc", TransportSHM: "shm"}
+var transportNames = [...]string{TransportAuto: "auto", TransportTCP: "tcp", TransportInproc: "inproc", TransportSHM: "shm"}
 
 func (t Transport) String() string {
 	if int(t) < len(transportNames) {
@@ -45,7 +50,7 @@ func (t *Transport) Set(s string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("unknown transport %q (want tcp, shm or inproc)", s)
+	return fmt.Errorf("unknown transport %q (want auto, tcp, shm or inproc)", s)
 }
 
 // ErrHelp is returned by ParseArgs when -h or --help was given; the usage
@@ -73,6 +78,7 @@ type Config struct {
 	RawFile   string // write raw samples here (comparison mode)
 	Command   string // the command line, for the JSON
 	ranksSet  bool   // -n was given
+	seriesSet bool   // --series was given
 }
 
 // algoKinds maps --algo keys to the Algorithms field they set.
@@ -144,7 +150,11 @@ const usageText = `commbench measures gocomm's collectives as nccl-tests does.
 
 Usage:
   commbench [flags]                 start -n ranks on this host (or join the world
-                                    of commrun, torchrun or mpirun) and sweep sizes
+                                    of commrun, torchrun or mpirun) and sweep sizes;
+                                    ranks connect as any gocomm program's do unless
+                                    --transport says otherwise (auto: shared memory
+                                    on one host, TCP between hosts; the series label,
+                                    e.g. native/auto-shm, says what was used)
   commbench compare [flags]         the same sweep for gocomm, Open MPI and gloo side
                                     by side, with ratios (commbench compare -h)
 
@@ -200,7 +210,7 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 	var ops, dtype, redop string
 	fs.IntVar(&cfg.Ranks, "n", cfg.Ranks, "ranks to start on this host when no launcher started commbench")
 	fs.StringVar(&cfg.Backend, "backend", cfg.Backend, "backend driver (registered: "+strings.Join(backend.Drivers(), ", ")+")")
-	fs.Var(&cfg.Transport, "transport", "how ranks connect: tcp (processes), shm (processes, shared memory) or inproc (goroutines)")
+	fs.Var(&cfg.Transport, "transport", "how ranks connect: auto (processes, the library's default: shared memory on one host, TCP between hosts; GOCOMM_TRANSPORT applies), tcp (processes, TCP only), shm (processes, shared memory) or inproc (goroutines)")
 	for _, name := range []string{"b", "minbytes"} {
 		fs.Var(sizeFlag{&cfg.Sweep.Min}, name, "smallest size S (K, M, G suffixes, powers of 1024)")
 	}
@@ -233,7 +243,7 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 	}
 	fs.StringVar(&cfg.AlgoText, "algo", "", "force algorithms: op=algorithm,... (ring, recursive-doubling (rd), halving-doubling (hd), tree, pairwise, linear)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound of each operation")
-	fs.StringVar(&cfg.Series, "series", "", "label of this run in the outputs (default backend/transport)")
+	fs.StringVar(&cfg.Series, "series", "", "label of this run in the outputs (default backend/transport, e.g. native/auto-shm: auto and what it chose)")
 	fs.StringVar(&cfg.JSON, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&cfg.CSV, "csv", "", "write the results as CSV to this file")
 	fs.StringVar(&cfg.Plot, "plot", "", "draw busbw against size as SVG to this file")
@@ -253,8 +263,11 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 		return cfg, fmt.Errorf("commbench: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "n" {
+		switch f.Name {
+		case "n":
 			cfg.ranksSet = true
+		case "series":
+			cfg.seriesSet = true
 		}
 	})
 	var err error
@@ -277,7 +290,10 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 		return cfg, fmt.Errorf("commbench: --timeout %v: want a positive duration", cfg.Timeout)
 	}
 	if cfg.Series == "" {
+		// With the auto transport, runOn adds what it chose once the
+		// ranks have met (seriesLabel).
 		cfg.Series = cfg.Backend + "/" + cfg.Transport.String()
+		cfg.seriesSet = false
 	}
 	if cfg.PlanFile == "" {
 		// Validate the sweep now, before any rank starts.

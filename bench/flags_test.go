@@ -3,10 +3,12 @@ package bench
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 )
@@ -17,8 +19,10 @@ func TestParseArgsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := SweepConfig{Ops: []OpSpec{{Op: AllReduce}}, Min: 8, Max: 64 << 20, Factor: 2, Warmup: 5, Iters: 20}
-	if cfg.Ranks != 2 || cfg.Backend != "native" || cfg.Transport != TransportTCP || cfg.DType != backend.Float32 ||
-		cfg.RedOp != backend.Sum || cfg.Check || cfg.Timeout != 5*time.Minute || cfg.Series != "native/tcp" ||
+	// Without --transport, commbench connects as the library does by
+	// default (auto), not over TCP.
+	if cfg.Ranks != 2 || cfg.Backend != "native" || cfg.Transport != TransportAuto || cfg.seriesSet || cfg.DType != backend.Float32 ||
+		cfg.RedOp != backend.Sum || cfg.Check || cfg.Timeout != 5*time.Minute || cfg.Series != "native/auto" ||
 		len(cfg.Sweep.Ops) != 1 || cfg.Sweep.Ops[0] != want.Ops[0] || cfg.Sweep.Min != want.Min || cfg.Sweep.Max != want.Max ||
 		cfg.Sweep.Factor != 2 || cfg.Sweep.Warmup != 5 || cfg.Sweep.Iters != 20 {
 		t.Errorf("defaults = %+v", cfg)
@@ -36,7 +40,7 @@ func TestParseArgs(t *testing.T) {
 		cfg.Sweep.Factor != 4 || len(cfg.Sweep.Ops) != len(AllOps) || cfg.DType != backend.Float16 || cfg.RedOp != backend.Max ||
 		cfg.Sweep.Warmup != 2 || cfg.Sweep.Iters != 7 || cfg.Sweep.Budget != 64<<20 || cfg.Sweep.Root != 3 || !cfg.Check ||
 		cfg.Algo.AllReduce != algo.Ring || cfg.Algo.Broadcast != algo.Tree || cfg.Timeout != time.Minute ||
-		cfg.Series != "mine" || cfg.JSON != "a.json" || cfg.CSV != "a.csv" || cfg.Plot != "a.svg" || !cfg.Quiet || !cfg.ranksSet {
+		cfg.Series != "mine" || cfg.JSON != "a.json" || cfg.CSV != "a.csv" || cfg.Plot != "a.svg" || !cfg.Quiet || !cfg.ranksSet || !cfg.seriesSet {
 		t.Errorf("parsed = %+v", cfg)
 	}
 	// Long spellings of nccl-tests' flags.
@@ -108,7 +112,7 @@ func TestParseAlgorithms(t *testing.T) {
 }
 
 func TestTransportFlag(t *testing.T) {
-	for _, tr := range []Transport{TransportTCP, TransportInproc, TransportSHM} {
+	for _, tr := range []Transport{TransportAuto, TransportTCP, TransportInproc, TransportSHM} {
 		var got Transport
 		if err := got.Set(strings.ToUpper(tr.String())); err != nil || got != tr {
 			t.Errorf("Set(%q) = %v, %v", tr, got, err)
@@ -116,6 +120,46 @@ func TestTransportFlag(t *testing.T) {
 	}
 	if s := Transport(9).String(); s != "Transport(9)" {
 		t.Errorf("Transport(9) = %q", s)
+	}
+	var tr Transport
+	if err := tr.Set("udp"); err == nil || !strings.Contains(err.Error(), "want auto, tcp, shm or inproc") {
+		t.Errorf("Set(udp) = %v", err)
+	}
+}
+
+// The default transport leaves the choice to the library (Init reads
+// GOCOMM_TRANSPORT, else auto); the explicit ones force it. The labels
+// say what auto chose.
+func TestSelectTransport(t *testing.T) {
+	for tr, want := range map[Transport]string{TransportAuto: "", TransportTCP: "tcp", TransportSHM: "shm", TransportInproc: ""} {
+		opts := comm.Options{Transport: "stale"}
+		if tr == TransportInproc {
+			opts.Transport = ""
+		}
+		if err := selectTransport(tr, &opts); err != nil || opts.Transport != want {
+			t.Errorf("selectTransport(%v) = %q, %v; want %q", tr, opts.Transport, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		t             Transport
+		backend, mode string
+		hosts         int
+		label, desc   string
+	}{
+		{TransportAuto, "native", "", 1, "native/auto-shm", "auto (the library's default: shared memory, every rank on this host)"},
+		{TransportAuto, "native", "auto", 3, "native/auto-shm+tcp", "auto (the library's default: shared memory within each of 3 hosts, TCP between them)"},
+		{TransportAuto, "native", "tcp", 1, "native/auto-tcp", "auto (GOCOMM_TRANSPORT=tcp)"},
+		{TransportAuto, "native", "", 0, "native/auto", "auto (the library's default: shared memory between ranks of one host, TCP between hosts)"},
+		{TransportAuto, "mpi", "", 1, "mpi/auto", "auto"},
+		{TransportTCP, "native", "shm", 1, "native/tcp", "tcp"},
+		{TransportSHM, "native", "", 1, "native/shm", "shm"},
+	} {
+		if got := seriesLabel(tc.t, tc.backend, tc.mode, tc.hosts); got != tc.label {
+			t.Errorf("seriesLabel(%v, %s, %q, %d) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, got, tc.label)
+		}
+		if got := describeTransport(tc.t, tc.backend, tc.mode, tc.hosts); got != tc.desc {
+			t.Errorf("describeTransport(%v, %s, %q, %d) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, got, tc.desc)
+		}
 	}
 }
 
@@ -128,9 +172,16 @@ func TestParseCompareArgs(t *testing.T) {
 		cfg.Python != "/usr/bin/python3" || len(cfg.Sweep.Ops) != 5 || cfg.Sweep.Ops[1] != (OpSpec{Op: Broadcast, Min: 64 << 20, Max: 64 << 20}) {
 		t.Errorf("compare defaults = %+v", cfg)
 	}
-	cfg, err = ParseCompareArgs(strings.Fields("-n 4 --runs 5 --series gloo,gocomm-tcp --mpirun-args=--bind-to --op allreduce -e 1M -c"), &bytes.Buffer{})
-	if err != nil || cfg.Ranks != 4 || cfg.Runs != 5 || strings.Join(cfg.Series, ",") != "gloo,gocomm-tcp" ||
-		strings.Join(cfg.MPIArgs, " ") != "--bind-to" || !cfg.Check || cfg.Sweep.Max != 1<<20 {
+	for _, s := range []string{SeriesMPISHMBest, SeriesMPITCPBest} {
+		if !slices.Contains(cfg.Series, s) || cfg.MPIAlgos != nil {
+			t.Errorf("compare's default series %v lack %s, or try only %v", cfg.Series, s, cfg.MPIAlgos)
+		}
+	}
+	cfg, err = ParseCompareArgs(strings.Fields("-n 4 --runs 5 --series gloo,gocomm-tcp,mpi-tcp-best --mpirun-args=--bind-to --op allreduce -e 1M -c "+
+		"--mpi-algos allreduce=2,4-6 --mpi-algos bcast=1,1,3"), &bytes.Buffer{})
+	if err != nil || cfg.Ranks != 4 || cfg.Runs != 5 || strings.Join(cfg.Series, ",") != "gloo,gocomm-tcp,mpi-tcp-best" ||
+		strings.Join(cfg.MPIArgs, " ") != "--bind-to" || !cfg.Check || cfg.Sweep.Max != 1<<20 ||
+		cfg.MPIAlgos.String() != "allreduce=2,4,5,6 broadcast=1,3" {
 		t.Errorf("compare flags = %+v, %v", cfg, err)
 	}
 	for _, tt := range []struct{ args, want string }{
@@ -141,6 +192,11 @@ func TestParseCompareArgs(t *testing.T) {
 		{"-n 0", "-n 0"},
 		{"--op allgather@2 -d float64", "no case"},
 		{"--algo x=y", "unknown op"},
+		{"--mpi-algos sendrecv=1", "no tuned algorithms for sendrecv"},
+		{"--mpi-algos allreduce=0", "not an algorithm number"},
+		{"--mpi-algos allreduce=4-2", "not an algorithm number"},
+		{"--mpi-algos allreduce", "want op=K"},
+		{"--mpi-algos nosuch=1", "unknown op"},
 		{"extra", "unexpected"},
 	} {
 		if _, err := ParseCompareArgs(strings.Fields(tt.args), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"os"
@@ -39,17 +40,26 @@ func cleanEnv() []string {
 	return append(env, helperEnv+"=1")
 }
 
-// commbench as a user runs it: no launcher, so it spawns its ranks.
+// commbench as a user runs it: no launcher, so it spawns its ranks;
+// without --transport, as the library connects any program (auto: shared
+// memory on one host), and the label says so.
 func TestCommbenchSpawnsItsRanks(t *testing.T) {
-	for _, tr := range []string{"tcp", "shm"} {
-		t.Run(tr, func(t *testing.T) { testCommbenchSpawns(t, tr) })
+	for _, tc := range []struct{ transport, series, header string }{
+		{"tcp", "native/tcp", "transport tcp\n"},
+		{"shm", "native/shm", "transport shm\n"},
+		{"", "native/auto-shm", "transport auto (the library's default: shared memory, every rank on this host)\n"},
+	} {
+		t.Run(cmp.Or(tc.transport, "default"), func(t *testing.T) { testCommbenchSpawns(t, tc.transport, tc.series, tc.header) })
 	}
 }
 
-func testCommbenchSpawns(t *testing.T, transport string) {
+func testCommbenchSpawns(t *testing.T, transport, series, header string) {
 	dir := t.TempDir()
-	args := []string{"-n", "2", "--transport", transport, "--op", "all", "-b", "8", "-e", "1K", "-f", "8", "-w", "1", "-i", "2", "--check", "-q",
+	args := []string{"-n", "2", "--op", "all", "-b", "8", "-e", "1K", "-f", "8", "-w", "1", "-i", "2", "--check", "-q",
 		"--json", filepath.Join(dir, "r.json"), "--csv", filepath.Join(dir, "r.csv"), "--plot", filepath.Join(dir, "r.svg")}
+	if transport != "" {
+		args = append(args, "--transport", transport)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
@@ -60,7 +70,7 @@ func testCommbenchSpawns(t *testing.T, transport string) {
 		t.Fatalf("commbench: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, want := range []string{"# commbench: native/" + transport + ", 2 ranks", "# allreduce\n", "# alltoall\n", "# pingpong\n", "# barrier\n", "Out of bounds values : 0 OK"} {
+	for _, want := range []string{"# commbench: " + series + ", 2 ranks", header, "# allreduce\n", "# alltoall\n", "# pingpong\n", "# barrier\n", "Out of bounds values : 0 OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -77,7 +87,8 @@ func testCommbenchSpawns(t *testing.T, transport string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Meta) != 1 || rep.Meta[0].Ranks != 2 || len(opsOf(rep.Results)) != len(AllOps) {
+	if len(rep.Meta) != 1 || rep.Meta[0].Ranks != 2 || len(opsOf(rep.Results)) != len(AllOps) ||
+		rep.Meta[0].Series != series || rep.Results[0].Series != series {
 		t.Errorf("JSON: %+v", rep)
 	}
 	for _, r := range rep.Results {
@@ -208,7 +219,9 @@ func TestCompareEndToEnd(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	cfg, err := ParseCompareArgs([]string{"-n", "2", "--op", "allreduce,allgather@64,reducescatter@64,alltoall@64,sendrecv@64,pingpong@64,barrier",
-		"-b", "8", "-e", "64", "-f", "8", "-w", "1", "-i", "3", "--runs", "1", "-c", "-q", "--timeout", "2m"}, &bytes.Buffer{})
+		"-b", "8", "-e", "64", "-f", "8", "-w", "1", "-i", "3", "--runs", "1", "-c", "-q", "--timeout", "2m",
+		// One variant per best-of series: every op's algorithm 4.
+		"--mpi-algos", "allreduce=4 allgather=4 reducescatter=4 alltoall=4 barrier=4"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +239,12 @@ func TestCompareEndToEnd(t *testing.T) {
 			t.Errorf("the %s series failed:\n%s", ours, s)
 		}
 	}
-	for _, peer := range []struct{ series, tool string }{{SeriesMPISHM, "mpicc"}, {SeriesGloo, "/usr/bin/python3"}} {
+	for _, peer := range []struct{ series, tool string }{{SeriesMPISHM, "mpicc"}, {SeriesMPISHMBest, "mpicc"}, {"mpi-shm-k4", "mpicc"}, {SeriesGloo, "/usr/bin/python3"}} {
 		if _, err := exec.LookPath(peer.tool); err == nil && strings.Contains(s, peer.series+": ") {
 			t.Errorf("%s did not run although %s is here:\n%s", peer.series, peer.tool, s)
 		}
+	}
+	if _, err := exec.LookPath("mpicc"); err == nil && !strings.Contains(s, "alg = K of coll_tuned_allreduce_algorithm: 4 ring") {
+		t.Errorf("no best-of all-reduce by algorithm 4:\n%s", s)
 	}
 }

@@ -27,6 +27,8 @@ type Meta struct {
 	GoVersion string `json:"go,omitempty"`
 	Started   string `json:"started,omitempty"`
 	Command   string `json:"command,omitempty"`
+	// MPIAlgos says what the best-of series tried (comparison mode).
+	MPIAlgos string `json:"mpi_algorithms,omitempty"`
 }
 
 // TableWriter prints results as nccl-tests does: a header per op, then a
@@ -143,17 +145,27 @@ type Report struct {
 	Tool    string   `json:"tool"`
 	Meta    []Meta   `json:"runs"`
 	Results []Result `json:"results"`
+	// Variants holds, in comparison mode, every row of every run of a
+	// best-of series (one series per forced algorithm, e.g.
+	// "mpi-shm-k4", Algo set), of which Results keeps the fastest.
+	Variants []Result `json:"variants,omitempty"`
 }
 
 // WriteJSON writes the runs' descriptions and results as one indented
 // JSON document.
 func WriteJSON(w io.Writer, metas []Meta, results []Result) error {
+	return WriteJSONVariants(w, metas, results, nil)
+}
+
+// WriteJSONVariants is WriteJSON with the rows of a best-of series'
+// variants (Report.Variants).
+func WriteJSONVariants(w io.Writer, metas []Meta, results, variants []Result) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if results == nil {
 		results = []Result{}
 	}
-	return enc.Encode(Report{Tool: "commbench", Meta: metas, Results: results})
+	return enc.Encode(Report{Tool: "commbench", Meta: metas, Results: results, Variants: variants})
 }
 
 // ReadJSON reads a document WriteJSON wrote.
@@ -166,7 +178,7 @@ func ReadJSON(r io.Reader) (Report, error) {
 // csvHeader lists the CSV columns.
 var csvHeader = []string{
 	"series", "op", "size_bytes", "count", "type", "redop", "root", "ranks", "warmup", "iters",
-	"time_us", "min_us", "median_us", "max_us", "algbw_gbps", "busbw_gbps", "wrong", "runs", "skipped",
+	"time_us", "min_us", "median_us", "max_us", "algbw_gbps", "busbw_gbps", "wrong", "runs", "skipped", "algorithm",
 }
 
 // WriteCSV writes results as CSV with a header line. Times and
@@ -182,7 +194,7 @@ func WriteCSV(w io.Writer, results []Result) error {
 		rec := []string{
 			r.Series, r.Op.String(), strconv.FormatInt(r.Bytes, 10), i(r.Count), r.DType, r.RedOp, i(r.Root),
 			i(r.Ranks), i(r.Warmup), i(r.Iters), f(r.TimeUS), f(r.MinUS), f(r.MedUS), f(r.MaxUS),
-			f(r.AlgBW), f(r.BusBW), strconv.FormatInt(r.Wrong, 10), i(r.Runs), r.Skip,
+			f(r.AlgBW), f(r.BusBW), strconv.FormatInt(r.Wrong, 10), i(r.Runs), r.Skip, r.Algo,
 		}
 		if err := cw.Write(rec); err != nil {
 			return err

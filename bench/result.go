@@ -56,6 +56,9 @@ type Result struct {
 	// Runs is how many runs the time is the median of (comparison mode).
 	Runs int    `json:"runs,omitempty"`
 	Skip string `json:"skipped,omitempty"`
+	// Algo is the Open MPI tuned algorithm a best-of series' row was
+	// measured with, "K name" (e.g. "4 ring"); "" elsewhere.
+	Algo string `json:"algorithm,omitempty"`
 }
 
 // Summarize turns a sample of n ranks into a result row. A ping-pong's

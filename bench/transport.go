@@ -1,14 +1,23 @@
 package bench
 
-import "github.com/gocomm/comm"
+import (
+	"fmt"
+
+	"github.com/gocomm/comm"
+)
 
 // selectTransport adjusts the options of comm.Init (or NewLocalWorld) for
 // transport t. It is the one place that knows how each transport is
-// chosen: TransportSHM puts every peer on shared memory (Init fails when a
-// peer is on another host), TransportTCP keeps ranks on one host off it,
-// and TransportInproc needs nothing here.
+// chosen: TransportAuto leaves Options.Transport empty, so that Init
+// chooses as it does for any program (GOCOMM_TRANSPORT, else shared
+// memory between ranks of one host and TCP between hosts); TransportSHM
+// puts every peer on shared memory (Init fails when a peer is on another
+// host), TransportTCP keeps ranks on one host off it, and TransportInproc
+// needs nothing here.
 func selectTransport(t Transport, opts *comm.Options) error {
 	switch t {
+	case TransportAuto:
+		opts.Transport = ""
 	case TransportSHM:
 		opts.Transport = "shm"
 	case TransportTCP:
@@ -16,3 +25,57 @@ func selectTransport(t Transport, opts *comm.Options) error {
 	}
 	return nil
 }
+
+// autoRoute is what the library's default transport chose for ranks of
+// the native backend: "shm" when every rank is on one host, "shm+tcp"
+// across hosts, or the mode GOCOMM_TRANSPORT forced (mode as the ranks saw
+// it; "" or "auto" is the default); hosts is the number of hosts the ranks
+// run on (comm.Comm.NodeCount; 0: unknown, which gives ""). A host whose
+// ranks cannot map the shared segment falls back to TCP without a sign
+// the public API shows, so "shm" is what was asked for there.
+func autoRoute(mode string, hosts int) string {
+	switch {
+	case mode != "" && mode != "auto":
+		return mode
+	case hosts == 1:
+		return "shm"
+	case hosts > 1:
+		return "shm+tcp"
+	}
+	return ""
+}
+
+// describeTransport says, for the table header and the JSON, how ranks
+// were connected: for TransportAuto on the native backend, what the
+// library's default chose (see autoRoute); other transports and backends
+// are their name.
+func describeTransport(t Transport, backendName, mode string, hosts int) string {
+	if t != TransportAuto || backendName != "native" {
+		return t.String()
+	}
+	switch route := autoRoute(mode, hosts); {
+	case mode != "" && mode != "auto":
+		return "auto (" + transportEnv + "=" + mode + ")"
+	case route == "shm":
+		return "auto (the library's default: shared memory, every rank on this host)"
+	case route == "shm+tcp":
+		return fmt.Sprintf("auto (the library's default: shared memory within each of %d hosts, TCP between them)", hosts)
+	}
+	return "auto (the library's default: shared memory between ranks of one host, TCP between hosts)"
+}
+
+// seriesLabel is the default label of a run's results: backend/transport,
+// and for TransportAuto on the native backend what it chose
+// ("native/auto-shm").
+func seriesLabel(t Transport, backendName, mode string, hosts int) string {
+	label := backendName + "/" + t.String()
+	if t == TransportAuto && backendName == "native" {
+		if route := autoRoute(mode, hosts); route != "" {
+			label += "-" + route
+		}
+	}
+	return label
+}
+
+// transportEnv is the variable Init reads when Options.Transport is "".
+const transportEnv = comm.EnvTransport
