@@ -143,22 +143,24 @@ func TestSelectTransport(t *testing.T) {
 	for _, tc := range []struct {
 		t             Transport
 		backend, mode string
-		hosts         int
+		hosts, size   int
 		label, desc   string
 	}{
-		{TransportAuto, "native", "", 1, "native/auto-shm", "auto (the library's default: shared memory, every rank on this host)"},
-		{TransportAuto, "native", "auto", 3, "native/auto-shm+tcp", "auto (the library's default: shared memory within each of 3 hosts, TCP between them)"},
-		{TransportAuto, "native", "tcp", 1, "native/auto-tcp", "auto (GOCOMM_TRANSPORT=tcp)"},
-		{TransportAuto, "native", "", 0, "native/auto", "auto (the library's default: shared memory between ranks of one host, TCP between hosts)"},
-		{TransportAuto, "mpi", "", 1, "mpi/auto", "auto"},
-		{TransportTCP, "native", "shm", 1, "native/tcp", "tcp"},
-		{TransportSHM, "native", "", 1, "native/shm", "shm"},
+		{TransportAuto, "native", "", 1, 2, "native/auto-shm", "auto (the library's default: shared memory, every rank on this host)"},
+		{TransportAuto, "native", "auto", 3, 4, "native/auto-shm+tcp", "auto (the library's default: shared memory within each of 3 hosts, TCP between them)"},
+		{TransportAuto, "native", "", 3, 3, "native/auto-tcp", "auto (the library's default: TCP, every rank on a host of its own, 3 hosts)"},
+		{TransportAuto, "native", "tcp", 1, 2, "native/auto-tcp", "auto (GOCOMM_TRANSPORT=tcp)"},
+		{TransportAuto, "native", "", 0, 2, "native/auto", "auto (the library's default: shared memory between ranks of one host, TCP between hosts)"},
+		{TransportAuto, "native", "", 1, 1, "native/auto", "auto (the library's default: shared memory between ranks of one host, TCP between hosts)"},
+		{TransportAuto, "mpi", "", 1, 2, "mpi/auto", "auto"},
+		{TransportTCP, "native", "shm", 1, 2, "native/tcp", "tcp"},
+		{TransportSHM, "native", "", 1, 2, "native/shm", "shm"},
 	} {
-		if got := seriesLabel(tc.t, tc.backend, tc.mode, tc.hosts); got != tc.label {
-			t.Errorf("seriesLabel(%v, %s, %q, %d) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, got, tc.label)
+		if got := seriesLabel(tc.t, tc.backend, tc.mode, tc.hosts, tc.size); got != tc.label {
+			t.Errorf("seriesLabel(%v, %s, %q, %d hosts, %d ranks) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, tc.size, got, tc.label)
 		}
-		if got := describeTransport(tc.t, tc.backend, tc.mode, tc.hosts); got != tc.desc {
-			t.Errorf("describeTransport(%v, %s, %q, %d) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, got, tc.desc)
+		if got := describeTransport(tc.t, tc.backend, tc.mode, tc.hosts, tc.size); got != tc.desc {
+			t.Errorf("describeTransport(%v, %s, %q, %d hosts, %d ranks) = %q, want %q", tc.t, tc.backend, tc.mode, tc.hosts, tc.size, got, tc.desc)
 		}
 	}
 }

@@ -116,10 +116,10 @@ func runOn(ctx context.Context, cfg Config, c *comm.Comm, stdout, stderr io.Writ
 	}
 	mode := os.Getenv(transportEnv) // what Init read, for the label only
 	if !cfg.seriesSet {
-		cfg.Series = seriesLabel(cfg.Transport, cfg.Backend, mode, c.NodeCount())
+		cfg.Series = seriesLabel(cfg.Transport, cfg.Backend, mode, c.NodeCount(), n)
 	}
 	meta := Meta{
-		Series: cfg.Series, Backend: cfg.Backend, Transport: describeTransport(cfg.Transport, cfg.Backend, mode, c.NodeCount()), Ranks: n,
+		Series: cfg.Series, Backend: cfg.Backend, Transport: describeTransport(cfg.Transport, cfg.Backend, mode, c.NodeCount(), n), Ranks: n,
 		DType: plan.DType.String(), RedOp: RedOpName(plan.RedOp), Warmup: cfg.Sweep.Warmup, Iters: cfg.Sweep.Iters,
 		Budget: cfg.Sweep.Budget, Check: plan.Check, Algo: cfg.AlgoText, GoVersion: runtime.Version(),
 		Started: time.Now().Format(time.RFC3339), Command: cfg.Command,

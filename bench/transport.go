@@ -26,38 +26,43 @@ func selectTransport(t Transport, opts *comm.Options) error {
 	return nil
 }
 
-// autoRoute is what the library's default transport chose for ranks of
-// the native backend: "shm" when every rank is on one host, "shm+tcp"
-// across hosts, or the mode GOCOMM_TRANSPORT forced (mode as the ranks saw
-// it; "" or "auto" is the default); hosts is the number of hosts the ranks
-// run on (comm.Comm.NodeCount; 0: unknown, which gives ""). A host whose
-// ranks cannot map the shared segment falls back to TCP without a sign
-// the public API shows, so "shm" is what was asked for there.
-func autoRoute(mode string, hosts int) string {
+// autoRoute is what the library's default transport chose for size ranks
+// of the native backend on hosts hosts (comm.Comm.NodeCount; 0: unknown):
+// "shm" when every rank is on one host, "tcp" when no two share one,
+// "shm+tcp" in between, or the mode GOCOMM_TRANSPORT forced (mode as the
+// ranks saw it; "" or "auto" is the default); "" when unknown or for one
+// rank. A host whose ranks cannot map the shared segment falls back to
+// TCP without a sign the public API shows, so "shm" is what was asked for
+// there.
+func autoRoute(mode string, hosts, size int) string {
 	switch {
 	case mode != "" && mode != "auto":
 		return mode
+	case hosts < 1 || size < 2:
+		return ""
 	case hosts == 1:
 		return "shm"
-	case hosts > 1:
-		return "shm+tcp"
+	case hosts == size:
+		return "tcp"
 	}
-	return ""
+	return "shm+tcp"
 }
 
 // describeTransport says, for the table header and the JSON, how ranks
 // were connected: for TransportAuto on the native backend, what the
 // library's default chose (see autoRoute); other transports and backends
 // are their name.
-func describeTransport(t Transport, backendName, mode string, hosts int) string {
+func describeTransport(t Transport, backendName, mode string, hosts, size int) string {
 	if t != TransportAuto || backendName != "native" {
 		return t.String()
 	}
-	switch route := autoRoute(mode, hosts); {
+	switch route := autoRoute(mode, hosts, size); {
 	case mode != "" && mode != "auto":
 		return "auto (" + transportEnv + "=" + mode + ")"
 	case route == "shm":
 		return "auto (the library's default: shared memory, every rank on this host)"
+	case route == "tcp":
+		return fmt.Sprintf("auto (the library's default: TCP, every rank on a host of its own, %d hosts)", hosts)
 	case route == "shm+tcp":
 		return fmt.Sprintf("auto (the library's default: shared memory within each of %d hosts, TCP between them)", hosts)
 	}
@@ -67,10 +72,10 @@ func describeTransport(t Transport, backendName, mode string, hosts int) string 
 // seriesLabel is the default label of a run's results: backend/transport,
 // and for TransportAuto on the native backend what it chose
 // ("native/auto-shm").
-func seriesLabel(t Transport, backendName, mode string, hosts int) string {
+func seriesLabel(t Transport, backendName, mode string, hosts, size int) string {
 	label := backendName + "/" + t.String()
 	if t == TransportAuto && backendName == "native" {
-		if route := autoRoute(mode, hosts); route != "" {
+		if route := autoRoute(mode, hosts, size); route != "" {
 			label += "-" + route
 		}
 	}
