@@ -27,13 +27,17 @@ func TestOpContextDeadline(t *testing.T) {
 }
 
 // Polling Err alone (no Done) sees the deadline within 16 calls. The
-// deadline counts from the first call, which an operation makes as it
-// starts.
+// deadline counts from the 16th call, the first that reads the clock.
 func TestOpContextErrPolls(t *testing.T) {
 	o := withOpTimeout(context.Background(), time.Millisecond)
 	defer o.release()
-	if err := o.Err(); err != nil {
-		t.Fatal(err)
+	for range 16 {
+		if err := o.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.deadline.IsZero() {
+		t.Fatal("16 calls of Err did not fix the deadline")
 	}
 	time.Sleep(2 * time.Millisecond)
 	var err error
@@ -117,4 +121,19 @@ func TestOpContextAfterFunc(t *testing.T) {
 		t.Fatal("AfterFunc did not run at the deadline")
 	}
 	o.release()
+}
+
+// An operation that ends within 15 polls never reads the clock: Err
+// leaves the deadline unset until its 16th call.
+func TestOpContextErrReadsNoClockAtFirst(t *testing.T) {
+	o := withOpTimeout(context.Background(), time.Minute)
+	defer o.release()
+	for range 15 {
+		if err := o.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !o.deadline.IsZero() {
+		t.Error("Err read the clock before its 16th call")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/clock"
 )
 
 // Shared-memory rings. The ranks of one host map one segment (a file in
@@ -380,11 +381,14 @@ const (
 )
 
 // backoff paces one wait: spin for spinWait, then yield between polls for
-// yieldWait, then sleep. Reset it after progress.
+// yieldWait, then sleep. Reset it after progress. It reads internal/clock,
+// which costs a fraction of time.Now on virtual machines: the yield phase
+// reads it on every poll.
 type backoff struct {
 	spin, yield time.Duration
 	n           int
-	start       time.Time
+	start       int64 // clock.Nanos at the wait's 64th poll (or first, without spin)
+	started     bool
 	phase       waitPhase
 }
 
@@ -397,19 +401,19 @@ func (b *backoff) next() waitPhase {
 		return phaseSleep
 	}
 	if b.n == 1 {
-		// The clock (tens of ns on a VM) is read from the 64th poll on:
-		// most waits for a small message end before it.
-		b.start = time.Time{}
+		// The clock is read from the 64th poll on: most waits for a
+		// small message end before it.
+		b.started = false
 		if b.spin == 0 {
 			b.phase = phaseYield
-			b.start = time.Now()
+			b.start, b.started = clock.Nanos(), true
 		}
 	}
-	if b.n&63 == 0 && b.start.IsZero() {
-		b.start = time.Now()
+	if b.n&63 == 0 && !b.started {
+		b.start, b.started = clock.Nanos(), true
 	}
 	if b.n&63 == 0 || b.phase != phaseSpin {
-		switch el := time.Since(b.start); {
+		switch el := time.Duration(clock.Nanos() - b.start); {
 		case el >= b.spin+b.yield:
 			b.phase = phaseSleep
 		case el >= b.spin:

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocomm/comm/backend"
@@ -79,8 +79,7 @@ type Comm struct {
 	plans    planCache
 	topology topologyOnce
 
-	mu     sync.Mutex // protects closed
-	closed bool
+	closed atomic.Bool // read by every operation: no lock
 }
 
 var _ backend.Comm = (*Comm)(nil)
@@ -145,20 +144,14 @@ func (c *Comm) Abort(err error) { c.ep.Abort(err) }
 
 // Close closes a group, or the world with its endpoint.
 func (c *Comm) Close() error {
-	c.mu.Lock()
-	already := c.closed
-	c.closed = true
-	c.mu.Unlock()
-	if already || c.world != nil {
+	if c.closed.Swap(true) || c.world != nil {
 		return nil
 	}
 	return c.ep.Close()
 }
 
 func (c *Comm) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed || (c.world != nil && c.world.isClosed())
+	return c.closed.Load() || (c.world != nil && c.world.isClosed())
 }
 
 // Run performs one operation.

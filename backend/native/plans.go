@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
@@ -21,31 +22,44 @@ type planKey struct {
 // planCache keeps recently used plans: building one allocates, and
 // latency-bound loops call the same collective with the same size over and
 // over. Plans are never modified after they are built, so they are shared.
+// The plan used last is also kept apart, read without the lock or the
+// map: a loop of one collective finds it there.
 type planCache struct {
+	last  atomic.Pointer[cachedPlan]
 	mu    sync.Mutex // protects plans
-	plans map[planKey]algo.Plan
+	plans map[planKey]*cachedPlan
+}
+
+// cachedPlan is a plan with its key.
+type cachedPlan struct {
+	key  planKey
+	plan algo.Plan
 }
 
 const maxCachedPlans = 256
 
 func (pc *planCache) get(k planKey, build func() (algo.Plan, error)) (algo.Plan, error) {
-	pc.mu.Lock()
-	p, ok := pc.plans[k]
-	pc.mu.Unlock()
-	if ok {
-		return p, nil
-	}
-	p, err := build()
-	if err != nil {
-		return p, err
+	if l := pc.last.Load(); l != nil && l.key == k {
+		return l.plan, nil
 	}
 	pc.mu.Lock()
-	if pc.plans == nil || len(pc.plans) >= maxCachedPlans {
-		pc.plans = make(map[planKey]algo.Plan)
-	}
-	pc.plans[k] = p
+	cp := pc.plans[k]
 	pc.mu.Unlock()
-	return p, nil
+	if cp == nil {
+		p, err := build()
+		if err != nil {
+			return p, err
+		}
+		cp = &cachedPlan{key: k, plan: p}
+		pc.mu.Lock()
+		if pc.plans == nil || len(pc.plans) >= maxCachedPlans {
+			pc.plans = make(map[planKey]*cachedPlan)
+		}
+		pc.plans[k] = cp
+		pc.mu.Unlock()
+	}
+	pc.last.Store(cp)
+	return cp.plan, nil
 }
 
 // plan returns this rank's plan for req under algorithm a: from the cache
