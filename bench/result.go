@@ -160,7 +160,11 @@ func WriteRaw(w io.Writer, n int, samples []Sample) error {
 	fmt.Fprintf(bw, "%s\nranks %d\n", rawMagic, n)
 	for _, s := range samples {
 		if s.Skip != "" {
-			fmt.Fprintf(bw, "skip %v %d %s\n", s.Op, s.Bytes, strings.Join(strings.Fields(s.Skip), " "))
+			reason := strings.Join(strings.Fields(s.Skip), " ")
+			if reason == "" {
+				reason = "skipped" // a blank reason would not read back
+			}
+			fmt.Fprintf(bw, "skip %v %d %s\n", s.Op, s.Bytes, reason)
 			continue
 		}
 		fmt.Fprintf(bw, "case %v %d %d %d %d", s.Op, s.Bytes, s.Warmup, s.Root, s.Wrong)
@@ -220,7 +224,9 @@ func ParseRaw(r io.Reader) (n int, samples []Sample, err error) {
 			}
 			samples[len(samples)-1].Loop = x / 1e6
 		case "skip":
-			if len(f) < 3 {
+			if len(f) < 4 {
+				// A skip without its reason would read back as a case
+				// with no times.
 				return 0, nil, bad("want skip <op> <bytes> <reason>")
 			}
 			op, err := ParseOp(f[1])
