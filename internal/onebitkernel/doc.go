@@ -39,10 +39,13 @@
 // the binade, the units add up as integers while a running check keeps
 // the sum in its binade, and a kernel call runs until the group where the
 // sum crosses into the next binade, which the chain takes; the ties of odd
-// binades are found from the value's lowest set bit and decided 32 or 64
-// at a time with a prefix XOR of the units' parities (a carry-less product)
-// and PEXT/PDEP. The AVX2 blocks remain for CPUs without AVX-512 and for
-// sums with a NaN or an infinity.
+// binades are found from the value's lowest set bit and decided 64 (or 32)
+// at a time from a prefix XOR of the units' parities and PEXT. Ties are
+// not rare: for N(0,1) data at 16 Ki elements about 1 in 20 squares is one,
+// and nearly every group of 64 in an odd binade holds some, so the kernels
+// decide them in every group rather than branching around them. The AVX2
+// blocks remain for CPUs without AVX-512 and for sums with a NaN or an
+// infinity.
 // The Go loops (every other platform) run the chain: the same blocks in
 // pure Go were slower than it.
 //

@@ -245,162 +245,311 @@ oddRunKeep:
 oddRunDone:
 	RUNDONE(done+64, k+72, ok+80)
 
-DATA ones64<>+0(SB)/8, $-1
-DATA ones64<>+8(SB)/8, $0
-GLOBL ones64<>(SB), RODATA|NOPTR, $16
+// The kernels of 64 elements a time. They form the signs without mask
+// registers in the inner work (mask operations were their bottleneck):
+// min(b, +0) is negative exactly when b < 0 (for -0 and NaN, VMINPS gives
+// its second operand, +0), the saturating packs keep each value's sign
+// while they narrow four vectors of 16 to one of 64 bytes, and sidx<>
+// puts the bytes in MSB-first order for one VPMOVB2M. The packs leave
+// byte 16L+4v+j holding element 16v+4L+j (L the 128-bit lane, v the
+// vector); sidx<> byte o picks element 8(o/8)+7-o%8 from there.
+DATA sidx<>+0(SB)/8, $0x0001020310111213
+DATA sidx<>+8(SB)/8, $0x2021222330313233
+DATA sidx<>+16(SB)/8, $0x0405060714151617
+DATA sidx<>+24(SB)/8, $0x2425262734353637
+DATA sidx<>+32(SB)/8, $0x08090a0b18191a1b
+DATA sidx<>+40(SB)/8, $0x28292a2b38393a3b
+DATA sidx<>+48(SB)/8, $0x0c0d0e0f1c1d1e1f
+DATA sidx<>+56(SB)/8, $0x2c2d2e2f3c3d3e3f
+GLOBL sidx<>(SB), RODATA|NOPTR, $64
 
+// qidx<> gathers byte 0 of every float64 lane of two vectors (elements
+// 16k to 16k+15 when they hold 8 each) into 16 bytes, in every 128-bit
+// lane; qsel1<> and qsel2<> then pick lane k from pair k (VPTERNLOG $0xd8:
+// the selector's set bits take the second operand).
+DATA qidx<>+0(SB)/8, $0x3830282018100800
+DATA qidx<>+8(SB)/8, $0x7870686058504840
+DATA qidx<>+16(SB)/8, $0x3830282018100800
+DATA qidx<>+24(SB)/8, $0x7870686058504840
+DATA qidx<>+32(SB)/8, $0x3830282018100800
+DATA qidx<>+40(SB)/8, $0x7870686058504840
+DATA qidx<>+48(SB)/8, $0x3830282018100800
+DATA qidx<>+56(SB)/8, $0x7870686058504840
+GLOBL qidx<>(SB), RODATA|NOPTR, $64
+DATA qsel1<>+0(SB)/8, $0x0000000000000000
+DATA qsel1<>+8(SB)/8, $0x0000000000000000
+DATA qsel1<>+16(SB)/8, $0xffffffffffffffff
+DATA qsel1<>+24(SB)/8, $0xffffffffffffffff
+DATA qsel1<>+32(SB)/8, $0x0000000000000000
+DATA qsel1<>+40(SB)/8, $0x0000000000000000
+DATA qsel1<>+48(SB)/8, $0xffffffffffffffff
+DATA qsel1<>+56(SB)/8, $0xffffffffffffffff
+GLOBL qsel1<>(SB), RODATA|NOPTR, $64
+DATA qsel2<>+0(SB)/8, $0x0000000000000000
+DATA qsel2<>+8(SB)/8, $0x0000000000000000
+DATA qsel2<>+16(SB)/8, $0x0000000000000000
+DATA qsel2<>+24(SB)/8, $0x0000000000000000
+DATA qsel2<>+32(SB)/8, $0xffffffffffffffff
+DATA qsel2<>+40(SB)/8, $0xffffffffffffffff
+DATA qsel2<>+48(SB)/8, $0xffffffffffffffff
+DATA qsel2<>+56(SB)/8, $0xffffffffffffffff
+GLOBL qsel2<>(SB), RODATA|NOPTR, $64
+
+DATA bytes01<>+0(SB)/4, $0x01010101
+GLOBL bytes01<>(SB), RODATA|NOPTR, $4
+
+// PREFIXXOR(r, tmp) sets bit i of r to the XOR of its bits 0 to i: six
+// shift-and-XOR steps in general registers (as fast here as a carry-less
+// product, without the trips to a vector register and back).
+#define PREFIXXOR(r, tmp) \
+	MOVQ r, tmp \
+	SHLQ $1, tmp \
+	XORQ tmp, r \
+	MOVQ r, tmp \
+	SHLQ $2, tmp \
+	XORQ tmp, r \
+	MOVQ r, tmp \
+	SHLQ $4, tmp \
+	XORQ tmp, r \
+	MOVQ r, tmp \
+	SHLQ $8, tmp \
+	XORQ tmp, r \
+	MOVQ r, tmp \
+	SHLQ $16, tmp \
+	XORQ tmp, r \
+	MOVQ r, tmp \
+	SHLQ $32, tmp \
+	XORQ tmp, r
+
+// SETUP64 is RUNSETUP for 64 elements a time: CX the groups of 64, Z22
+// 8*bits(S0), Z30 sidx<>.
+#define SETUP64 \
+	RUNSETUP \
+	SHRQ      $1, CX \
+	VPADDQ    Z22, Z22, Z22 \
+	VMOVDQU64 sidx<>(SB), Z30
+
+// LOAD64 reads 64 elements: b = x + e in Z0-Z3 (16 each), and s =
+// fl(S0 + b*b) for elements 8i to 8i+7 in Z(8+i).
+#define LOAD64 \
+	VMOVUPS       0(SI), Z0 \
+	VADDPS        0(DX), Z0, Z0 \
+	VMOVUPS       64(SI), Z1 \
+	VADDPS        64(DX), Z1, Z1 \
+	VCVTPS2PD     Y0, Z8 \
+	VEXTRACTF32X8 $1, Z0, Y9 \
+	VCVTPS2PD     Y9, Z9 \
+	VCVTPS2PD     Y1, Z10 \
+	VEXTRACTF32X8 $1, Z1, Y11 \
+	VCVTPS2PD     Y11, Z11 \
+	VFMADD213PD   Z29, Z8, Z8 \
+	VFMADD213PD   Z29, Z9, Z9 \
+	VFMADD213PD   Z29, Z10, Z10 \
+	VFMADD213PD   Z29, Z11, Z11 \
+	VMOVUPS       128(SI), Z2 \
+	VADDPS        128(DX), Z2, Z2 \
+	VMOVUPS       192(SI), Z3 \
+	VADDPS        192(DX), Z3, Z3 \
+	VCVTPS2PD     Y2, Z12 \
+	VEXTRACTF32X8 $1, Z2, Y13 \
+	VCVTPS2PD     Y13, Z13 \
+	VCVTPS2PD     Y3, Z14 \
+	VEXTRACTF32X8 $1, Z3, Y15 \
+	VCVTPS2PD     Y15, Z15 \
+	VFMADD213PD   Z29, Z12, Z12 \
+	VFMADD213PD   Z29, Z13, Z13 \
+	VFMADD213PD   Z29, Z14, Z14 \
+	VFMADD213PD   Z29, Z15, Z15
+
+// SIGNS64 stores the 64 sign bits of Z0-Z3, MSB first (clobbers Z4, Z5,
+// Z16, Z17, K1, AX).
+#define SIGNS64 \
+	VMINPS    Z31, Z0, Z4 \
+	VMINPS    Z31, Z1, Z5 \
+	VMINPS    Z31, Z2, Z16 \
+	VMINPS    Z31, Z3, Z17 \
+	VPACKSSDW Z5, Z4, Z4 \
+	VPACKSSDW Z17, Z16, Z16 \
+	VPACKSSWB Z16, Z4, Z4 \
+	VPERMB    Z4, Z30, Z4 \
+	VPMOVB2M  Z4, K1 \
+	KMOVQ     K1, AX \
+	NOTQ      AX \
+	MOVQ      AX, (DI)
+
+// SUMS64 sets Z4|Z5 to the OR of the group's sums and Z6 to the units per
+// lane with the group's (clobbers Z16-Z18).
+#define SUMS64 \
+	VPORQ      Z8, Z9, Z4 \
+	VPTERNLOGQ $0xfe, Z10, Z11, Z4 \
+	VPORQ      Z12, Z13, Z5 \
+	VPTERNLOGQ $0xfe, Z14, Z15, Z5 \
+	VPADDQ     Z9, Z8, Z16 \
+	VPADDQ     Z11, Z10, Z17 \
+	VPADDQ     Z13, Z12, Z18 \
+	VPADDQ     Z15, Z14, Z6 \
+	VPADDQ     Z17, Z16, Z16 \
+	VPADDQ     Z6, Z18, Z18 \
+	VPADDQ     Z18, Z16, Z16 \
+	VPSUBQ     Z22, Z16, Z16 \
+	VPADDQ     Z16, Z24, Z6
+
+// COMMIT64 keeps the group's units and sums and steps the pointers.
+#define COMMIT64 \
+	VMOVDQA64  Z6, Z24 \
+	VPTERNLOGQ $0xfe, Z4, Z5, Z28 \
+	ADDQ       $256, SI \
+	ADDQ       $256, DX \
+	ADDQ       $8, DI \
+	ADDQ       $64, BX
+
+// func compressRunEven64AVX512(x, e *float32, bits *byte, n int, s0 uint64, budget int64) (done int, k int64, ok bool)
+//
+// compressRunEven64AVX512 is compressRunEvenAVX512 64 elements at a time
+// (n a multiple of 64), stopping before a group of 64 that would reach the
+// budget.
+TEXT ·compressRunEven64AVX512(SB), NOSPLIT, $0-65
+	SETUP64
+	TESTQ CX, CX
+	JZ    even64Done
+
+even64Loop:
+	LOAD64
+	SIGNS64
+	SUMS64
+	VPCMPQ   $6, Z23, Z6, K1
+	KORTESTB K1, K1
+	JZ       even64Keep
+	VMOVDQA64 Z6, Z9
+	HSUM
+	CMPQ AX, R9
+	JGE  even64Done
+
+even64Keep:
+	COMMIT64
+	DECQ CX
+	JNZ  even64Loop
+
+even64Done:
+	RUNDONE(done+48, k+56, ok+64)
 
 // func compressRunOdd64AVX512(x, e *float32, bits *byte, n int, s0 uint64, budget int64, hscale float32, parity uint64) (done int, k int64, ok bool)
 //
 // compressRunOdd64AVX512 is compressRunOddAVX512 64 elements at a time (n
-// a multiple of 64): the tie decisions, a few scalar instructions per
-// group, are shared by twice the elements. It stops before the first
-// group of 64 that would reach the budget. Z0-Z3 hold b, Z8-Z15 the sums
-// s, R11 the parity at the group's start, R10 the group's odd units.
+// a multiple of 64). It stops before the first group of 64 that would
+// reach the budget.
+//
+// The ties of a group: T (R12) and Q (R13) as in compressRunOddAVX512, Q
+// gathered from byte 0 of the sums by byte permutes (qidx<>) and one
+// VPTESTMB instead of eight mask tests. The ties taken up are counted in
+// general registers, apart from the vector units: with D (R11) the unit
+// count's parity at the group's start, A0 the exclusive prefix XOR of Q
+// (PREFIXXOR of Q<<1), c0 = PEXT(A0, T) and u = c0<<1 | D, the ties
+// that take the odd neighbour are the set bits among the low popcount(T)
+// of c0 ^ u (the parity before a tie is the XOR of the Q since the tie
+// before it, or D and the Q before it for the first), and the parity at
+// the next group's start is popcount(Q) ^ (u >> popcount(T)), bit 0 (the
+// Q after the last tie, or D and all of Q). Only D carries from one group
+// to the next. R9 counts down the budget by the ties taken up, and the
+// lanes' threshold leaves room for n of them, so the vector check needs
+// no scalar result; k adds them back at the end.
 TEXT ·compressRunOdd64AVX512(SB), NOSPLIT, $0-81
-	RUNSETUP
-	SHRQ         $1, CX
-	VPADDQ       Z22, Z22, Z22
+	SETUP64
+	// the threshold: (budget - 1 - n)/8, room for up to n ties taken up
+	MOVQ         n+24(FP), R10
+	LEAQ         -1(R9), AX
+	SUBQ         R10, AX
+	SARQ         $3, AX
+	VPBROADCASTQ AX, Z23
 	VBROADCASTSS hscale+48(FP), Z27
 	VBROADCASTSS halfps<>(SB), Z26
-	VPBROADCASTQ oneq<>(SB), Z25
-	VMOVDQU      ones64<>(SB), X7
+	VMOVDQU64    qidx<>(SB), Z25
+	VMOVDQU64    qsel1<>(SB), Z21
+	VMOVDQU64    qsel2<>(SB), Z20
+	VPBROADCASTD bytes01<>(SB), Z19
 	MOVQ         parity+56(FP), R11
 	TESTQ        CX, CX
 	JZ           odd64Done
 
 odd64Loop:
-	VMOVUPS       0(SI), Z0
-	VADDPS        0(DX), Z0, Z0
-	VMOVUPS       64(SI), Z1
-	VADDPS        64(DX), Z1, Z1
-	VCVTPS2PD     Y0, Z8
-	VEXTRACTF32X8 $1, Z0, Y9
-	VCVTPS2PD     Y9, Z9
-	VCVTPS2PD     Y1, Z10
-	VEXTRACTF32X8 $1, Z1, Y11
-	VCVTPS2PD     Y11, Z11
-	VFMADD213PD   Z29, Z8, Z8
-	VFMADD213PD   Z29, Z9, Z9
-	VFMADD213PD   Z29, Z10, Z10
-	VFMADD213PD   Z29, Z11, Z11
-	VMOVUPS       128(SI), Z2
-	VADDPS        128(DX), Z2, Z2
-	VMOVUPS       192(SI), Z3
-	VADDPS        192(DX), Z3, Z3
-	VCVTPS2PD     Y2, Z12
-	VEXTRACTF32X8 $1, Z2, Y13
-	VCVTPS2PD     Y13, Z13
-	VCVTPS2PD     Y3, Z14
-	VEXTRACTF32X8 $1, Z3, Y15
-	VCVTPS2PD     Y15, Z15
-	VFMADD213PD   Z29, Z12, Z12
-	VFMADD213PD   Z29, Z13, Z13
-	VFMADD213PD   Z29, Z14, Z14
-	VFMADD213PD   Z29, Z15, Z15
-	// signs, MSB first
-	VPERMPS   Z0, Z30, Z4
-	VCMPPS    $5, Z31, Z4, K1
-	VPERMPS   Z1, Z30, Z5
-	VCMPPS    $5, Z31, Z5, K2
-	VPERMPS   Z2, Z30, Z4
-	VCMPPS    $5, Z31, Z4, K3
-	VPERMPS   Z3, Z30, Z5
-	VCMPPS    $5, Z31, Z5, K4
-	KUNPCKWD  K1, K2, K1
-	KUNPCKWD  K3, K4, K3
-	KUNPCKDQ  K1, K3, K1
-	KMOVQ     K1, AX
-	MOVQ      AX, (DI)
+	LOAD64
+	SIGNS64
 	// T (R12): the ties, h = |b|*hscale with h - floor(h) = 1/2 (exact
 	// for h >= 0; for h < 0 it would be rounded, and 1/2 by accident)
 	VANDPS.BCST absps<>(SB), Z0, Z4
-	VMULPS    Z27, Z4, Z4
-	VREDUCEPS $9, Z4, Z4
-	VCMPPS    $0, Z26, Z4, K1
+	VMULPS      Z27, Z4, Z4
+	VREDUCEPS   $9, Z4, Z4
+	VCMPPS      $0, Z26, Z4, K1
 	VANDPS.BCST absps<>(SB), Z1, Z5
-	VMULPS    Z27, Z5, Z5
-	VREDUCEPS $9, Z5, Z5
-	VCMPPS    $0, Z26, Z5, K2
+	VMULPS      Z27, Z5, Z5
+	VREDUCEPS   $9, Z5, Z5
+	VCMPPS      $0, Z26, Z5, K2
 	VANDPS.BCST absps<>(SB), Z2, Z4
-	VMULPS    Z27, Z4, Z4
-	VREDUCEPS $9, Z4, Z4
-	VCMPPS    $0, Z26, Z4, K3
+	VMULPS      Z27, Z4, Z4
+	VREDUCEPS   $9, Z4, Z4
+	VCMPPS      $0, Z26, Z4, K3
 	VANDPS.BCST absps<>(SB), Z3, Z5
-	VMULPS    Z27, Z5, Z5
-	VREDUCEPS $9, Z5, Z5
-	VCMPPS    $0, Z26, Z5, K4
-	KUNPCKWD  K1, K2, K1
-	KUNPCKWD  K3, K4, K3
-	KUNPCKDQ  K1, K3, K1
-	KMOVQ     K1, R12
-	// Q (R13): the parities of the units rounded to even, bit 0 of s
-	VPTESTMQ  Z25, Z8, K1
-	VPTESTMQ  Z25, Z9, K2
-	KUNPCKBW  K1, K2, K1
-	VPTESTMQ  Z25, Z10, K2
-	VPTESTMQ  Z25, Z11, K3
-	KUNPCKBW  K2, K3, K2
-	KUNPCKWD  K1, K2, K1
-	VPTESTMQ  Z25, Z12, K2
-	VPTESTMQ  Z25, Z13, K3
-	KUNPCKBW  K2, K3, K2
-	VPTESTMQ  Z25, Z14, K3
-	VPTESTMQ  Z25, Z15, K4
-	KUNPCKBW  K3, K4, K3
-	KUNPCKWD  K2, K3, K2
-	KUNPCKDQ  K1, K2, K1
-	KMOVQ     K1, R13
-	POPCNTQ   R13, R10
-	// A0, F0 and the ties taken up, as in compressRunOddAVX512
-	VMOVQ      R13, X6
-	VPCLMULQDQ $0, X7, X6, X6
-	VMOVQ      X6, R13
-	SHLQ       $1, R13
-	PEXTQ      R12, R13, R13
-	MOVQ       R13, R14
-	SHLQ       $1, R14
-	XORQ       R14, R13
-	PDEPQ      R12, R13, R13
-	BLSIQ      R12, R14
-	XORQ       R13, R14
+	VMULPS      Z27, Z5, Z5
+	VREDUCEPS   $9, Z5, Z5
+	VCMPPS      $0, Z26, Z5, K4
+	KUNPCKWD    K1, K2, K1
+	KUNPCKWD    K3, K4, K3
+	KUNPCKDQ    K1, K3, K1
+	KMOVQ       K1, R12
+	SUMS64
+	// Q (R13): bit 0 of byte 0 of every sum, in element order
+	VPERMT2B   Z9, Z25, Z8
+	VPERMT2B   Z11, Z25, Z10
+	VPERMT2B   Z13, Z25, Z12
+	VPERMT2B   Z15, Z25, Z14
+	VPTERNLOGQ $0xd8, Z21, Z10, Z8
+	VPTERNLOGQ $0xd8, Z21, Z14, Z12
+	VPTERNLOGQ $0xd8, Z20, Z12, Z8
+	VPTESTMB   Z19, Z8, K1
+	KMOVQ      K1, R13
+	// R10: the ties taken up; R14: D for the next group
+	LEAQ       (R13)(R13*1), AX
+	PREFIXXOR(AX, R8)
+	POPCNTQ    R12, R8
+	PEXTQ      R12, AX, AX
+	LEAQ       (R11)(AX*2), R14
+	XORQ       R14, AX
+	BZHIQ      R8, AX, R10
+	POPCNTQ    R10, R10
+	SHRXQ      R8, R14, R14
 	POPCNTQ    R13, R13
-	POPCNTQ    R14, R14
-	TESTQ      $1, R11
-	CMOVQNE    R14, R13
-	VMOVQ      R13, X6
-	// the group's sums ORed, for Z28 if it is kept
-	VPORQ      Z8, Z9, Z20
-	VPTERNLOGQ $0xfe, Z10, Z11, Z20
-	VPORQ      Z12, Z13, Z21
-	VPTERNLOGQ $0xfe, Z14, Z15, Z21
-	// the units per lane with the group's
-	VPADDQ     Z9, Z8, Z16
-	VPADDQ     Z11, Z10, Z17
-	VPADDQ     Z13, Z12, Z18
-	VPADDQ     Z15, Z14, Z19
-	VPADDQ     Z17, Z16, Z16
-	VPADDQ     Z19, Z18, Z18
-	VPADDQ     Z18, Z16, Z16
-	VPSUBQ     Z22, Z16, Z16
-	VPADDQ     Z6, Z16, Z16
-	VPADDQ     Z16, Z24, Z9
-	CHECK(odd64Keep)
+	XORQ       R13, R14
+	ANDQ       $1, R14
+	VPCMPQ     $6, Z23, Z6, K1
+	KORTESTB   K1, K1
+	JZ         odd64Keep
+	// some lane is past the threshold: add up exactly, ties included
+	VMOVDQA64  Z6, Z9
 	HSUM
-	CMPQ AX, R9
-	JGE  odd64Done
+	ADDQ       R10, AX
+	CMPQ       AX, R9
+	JGE        odd64Done
 
 odd64Keep:
-	ADDQ       R13, R11
-	ADDQ       R10, R11
-	VMOVDQA64  Z9, Z24
-	VPTERNLOGQ $0xfe, Z20, Z21, Z28
-	ADDQ       $256, SI
-	ADDQ       $256, DX
-	ADDQ       $8, DI
-	ADDQ       $64, BX
-	DECQ       CX
-	JNZ        odd64Loop
+	MOVQ R14, R11
+	SUBQ R10, R9
+	COMMIT64
+	DECQ CX
+	JNZ  odd64Loop
 
 odd64Done:
-	RUNDONE(done+64, k+72, ok+80)
+	// k: the lanes' units and the ties taken up (budget - R9)
+	VMOVDQA64 Z24, Z9
+	HSUM
+	ADDQ      budget+40(FP), AX
+	SUBQ      R9, AX
+	MOVQ      AX, k+72(FP)
+	VPXORQ    Z29, Z28, Z28
+	VPSRLQ    $52, Z28, Z28
+	VPTESTMQ  Z28, Z28, K1
+	KORTESTB  K1, K1
+	SETEQ     AX
+	VZEROUPPER
+	MOVQ      BX, done+64(FP)
+	MOVB      AX, ok+80(FP)
+	RET

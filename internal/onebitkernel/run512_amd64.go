@@ -37,7 +37,9 @@ import (
 // the XOR of the parities since the last tie (or the running count's at
 // the group's start), found for 32 elements at once with a carry-less
 // product (prefix XOR) and PEXT/PDEP (the prefix at each tie against the
-// one at the tie before it).
+// one at the tie before it). The kernels of 64 (compressRunEven64AVX512,
+// compressRunOdd64AVX512) do the bulk; kernels512_amd64.s says how they
+// keep mask-register operations, their bottleneck, out of the inner work.
 //
 // A sum whose exponent field is 0 (zero, subnormal) or all ones, and an odd
 // binade where 2^((51-p)/2) is not a normal float32 (|p| in the hundreds),
@@ -110,7 +112,7 @@ func sumRuns(x, e []float32, bits []byte, to int) float64 {
 			}
 			done, k, ok = runOdd(x, e, bits, i, m, exp<<52, budget, h, s&1)
 		} else {
-			done, k, ok = compressRunEvenAVX512(&x[i], &e[i], &bits[i/8], m, exp<<52, budget)
+			done, k, ok = runEven(x, e, bits, i, m, exp<<52, budget)
 		}
 		if !ok {
 			return sumBlocks(x, e, bits, i, to, sum, unitsAVX2, chainAVX2)
@@ -143,6 +145,20 @@ func runOdd(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64, h fl
 	return done, k, ok
 }
 
+// runEven is runOdd for the even-binade kernels.
+func runEven(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64) (done int, k int64, ok bool) {
+	ok = true
+	if m64 := m &^ 63; m64 > 0 {
+		done, k, ok = compressRunEven64AVX512(&x[i], &e[i], &bits[i/8], m64, s0, budget)
+	}
+	if ok && done < m {
+		j := i + done
+		d, k2, ok2 := compressRunEvenAVX512(&x[j], &e[j], &bits[j/8], min(m-done, 64), s0, budget-k)
+		done, k, ok = done+d, k+k2, ok2
+	}
+	return done, k, ok
+}
+
 // cross runs the chain from element i, 8 elements at a time, until the
 // sum's exponent changes or runGroup elements are done (a kernel stopped
 // before the group at i, which the sum leaves its binade in), and returns
@@ -161,3 +177,10 @@ func cross(x, e []float32, bits []byte, i int, sum float64) (float64, int) {
 //
 //go:noescape
 func compressRunOdd64AVX512(x, e *float32, bits *byte, n int, s0 uint64, budget int64, hscale float32, parity uint64) (done int, k int64, ok bool)
+
+// compressRunEven64AVX512 is compressRunEvenAVX512 64 elements at a time
+// (n a multiple of 64), stopping before a group of 64 that would reach the
+// budget.
+//
+//go:noescape
+func compressRunEven64AVX512(x, e *float32, bits *byte, n int, s0 uint64, budget int64) (done int, k int64, ok bool)

@@ -22,6 +22,10 @@ var runKernels = []runKernel{
 		s0, budget, _, _ := runArgs(start)
 		return compressRunEvenAVX512(&x[0], &e[0], &bits[0], m, s0, budget)
 	}},
+	{"even64", 64, false, func(x, e []float32, bits []byte, m int, start float64) (int, int64, bool) {
+		s0, budget, _, _ := runArgs(start)
+		return compressRunEven64AVX512(&x[0], &e[0], &bits[0], m, s0, budget)
+	}},
 	{"odd32", 32, true, func(x, e []float32, bits []byte, m int, start float64) (int, int64, bool) {
 		s0, budget, h, parity := runArgs(start)
 		return compressRunOddAVX512(&x[0], &e[0], &bits[0], m, s0, budget, h, parity)
@@ -198,6 +202,72 @@ func TestRunRefusesNaN(t *testing.T) {
 			if ok && done > at {
 				t.Fatalf("%s: NaN at %d, but ok with %d elements done", kern.name, at, done)
 			}
+		}
+	}
+}
+
+// TestRunTiesAcrossGroups builds runs in the odd binade of S = 2^53 + 2j
+// (u = 2) from values whose squares are exact: 1 and 3 are ties (y = 1/2,
+// 9/2), 1.5 and 2.5 add an odd count of units without a tie (y = 9/8,
+// 25/8), 2 an even one (y = 2), 0 nothing. Each group of 64 is drawn to
+// have no tie at all, a tie only at its first or its last element, or
+// many: so a tie's choice depends on parities carried over whole groups
+// without ties, across a group's edge, and from the start's parity, and a
+// kernel that skips or misplaces any of them gets a different sum.
+func TestRunTiesAcrossGroups(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(61, 62))
+	plain := []float32{0, 1.5, 2, 2.5}
+	ties := []float32{1, 3}
+	for _, kern := range runKernels {
+		if !kern.odd {
+			continue
+		}
+		var decided int
+		for trial := range 400 {
+			groups := 1 + rng.IntN(6)
+			x := make([]float32, 64*groups)
+			for g := range groups {
+				v := x[64*g : 64*(g+1)]
+				for i := range v {
+					v[i] = plain[rng.IntN(len(plain))]
+				}
+				switch rng.IntN(4) {
+				case 1:
+					v[0] = ties[rng.IntN(2)]
+				case 2:
+					v[63] = ties[rng.IntN(2)]
+				case 3:
+					for i := range v {
+						if rng.IntN(4) == 0 {
+							v[i] = ties[rng.IntN(2)]
+						}
+					}
+				}
+				if rng.IntN(2) == 0 {
+					for i := range v {
+						v[i] = -v[i] // the signs must not matter to the sum
+					}
+				}
+			}
+			e := make([]float32, len(x))
+			start := float64(1<<53 + 2*rng.IntN(1000))
+			bits := make([]byte, len(x)/8)
+			done, k, ok := kern.run(x, e, bits, len(x), start)
+			want := compressGo(x, e, make([]byte, len(x)/8), 0, start)
+			got := math.Float64frombits(math.Float64bits(start) + uint64(k))
+			if !ok || done != len(x) || got != want {
+				t.Fatalf("%s trial %d: done %d of %d, ok %v, sum %v, want %v (the chain)", kern.name, trial, done, len(x), ok, got, want)
+			}
+			if string(bits) != string(plainSigns(x, e)) {
+				t.Fatalf("%s trial %d: signs %x, want %x", kern.name, trial, bits, plainSigns(x, e))
+			}
+			decided += countTies(x, e, start)
+		}
+		if decided < 1000 {
+			t.Fatalf("%s: only %d ties decided", kern.name, decided)
 		}
 	}
 }
