@@ -95,6 +95,55 @@ compressDone:
 	MOVSD X8, ret+40(FP)
 	RET
 
+// func compressCrossAVX2(x, e *float32, bits *byte, n int, sum float64) (s float64, done int)
+//
+// compressCrossAVX2 is compressAVX2 that stops after the byte of signs in
+// which the sum's exponent changes: the crossing of a binade, in one call.
+TEXT ·compressCrossAVX2(SB), NOSPLIT, $0-56
+	MOVQ    x+0(FP), SI
+	MOVQ    e+8(FP), DX
+	MOVQ    bits+16(FP), DI
+	MOVQ    n+24(FP), CX
+	SHRQ    $3, CX
+	VMOVSD  sum+32(FP), X8
+	MOVQ    sum+32(FP), R10
+	SHRQ    $52, R10
+	XORQ    BX, BX
+	VXORPS  Y15, Y15, Y15
+	VMOVDQU reverse<>(SB), Y13
+	TESTQ   CX, CX
+	JZ      crossDone
+
+crossLoop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (DX), Y0, Y0
+	VPERMPS      Y0, Y13, Y2
+	VCMPPS       $1, Y15, Y2, Y2
+	VMOVMSKPS    Y2, AX
+	NOTL         AX
+	MOVB         AX, (DI)
+	VCVTPS2PD    X0, Y3
+	VEXTRACTF128 $1, Y0, X4
+	VCVTPS2PD    X4, Y4
+	SUMSQ(Y3, X3)
+	SUMSQ(Y4, X4)
+	ADDQ         $32, SI
+	ADDQ         $32, DX
+	INCQ         DI
+	ADDQ         $8, BX
+	VMOVQ        X8, AX
+	SHRQ         $52, AX
+	CMPQ         AX, R10
+	JNE          crossDone
+	DECQ         CX
+	JNZ          crossLoop
+
+crossDone:
+	VZEROUPPER
+	MOVSD X8, s+40(FP)
+	MOVQ  BX, done+48(FP)
+	RET
+
 DATA half<>+0(SB)/8, $0.5
 GLOBL half<>(SB), RODATA|NOPTR, $8
 

@@ -159,17 +159,21 @@ func runEven(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64) (do
 	return done, k, ok
 }
 
-// cross runs the chain from element i, 8 elements at a time, until the
-// sum's exponent changes or runGroup elements are done (a kernel stopped
-// before the group at i, which the sum leaves its binade in), and returns
-// the sum and where it stopped.
+// cross runs the chain from element i until the byte of signs in which
+// the sum's exponent changes, runGroup elements at most (a kernel stopped
+// before the group at i, which the sum leaves its binade in), in one call,
+// and returns the sum and where it stopped.
 func cross(x, e []float32, bits []byte, i int, sum float64) (float64, int) {
-	exp := math.Float64bits(sum) >> 52
-	for end := i + runGroup; i < end && math.Float64bits(sum)>>52 == exp; i += 8 {
-		sum = chainAVX2(x, e, bits, i, 8, sum)
-	}
-	return sum, i
+	s, done := compressCrossAVX2(&x[i], &e[i], &bits[i/8], runGroup, sum)
+	return s, i + done
 }
+
+// compressCrossAVX2 is compressAVX2 over elements [0, done) of x and e,
+// n (a multiple of 8) at most, stopping after the first byte of signs
+// whose squares change the sum's exponent.
+//
+//go:noescape
+func compressCrossAVX2(x, e *float32, bits *byte, n int, sum float64) (s float64, done int)
 
 // compressRunOdd64AVX512 is compressRunOddAVX512 64 elements at a time
 // (n a multiple of 64), stopping before a group of 64 that would reach the
