@@ -8,7 +8,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"github.com/gocomm/comm/internal/clock"
 )
 
 // pollingReads says whether connection readers poll an empty socket
@@ -19,9 +20,12 @@ const pollingReads = true
 // wants it read: a read that finds nothing keeps trying for spin (read
 // at each attempt, so that it can change) before it parks in the network
 // poller, whose wake-up (an idle CPU woken by the kernel) costs tens of
-// microseconds on a VM. Between attempts it yields its P, so that a
-// receive it just completed runs at once instead of waiting for another
-// thread to be woken.
+// microseconds on a VM. After its first empty read it yields its P once,
+// so that a receive it just completed runs at once instead of waiting for
+// another thread to be woken; later attempts do not (only every 64th, with
+// a single P): each runtime.Gosched wakes an idle thread to look for
+// work, which on a machine with as many ranks as cores competes with the
+// peer whose message is awaited.
 type pollingReader struct {
 	rc   syscall.RawConn
 	spin *atomic.Int64 // nanoseconds
@@ -47,7 +51,7 @@ func (r *pollingReader) Read(p []byte) (int, error) {
 	}
 	var n int
 	var err error
-	var start time.Time
+	var start int64
 	rerr := r.rc.Read(func(fd uintptr) bool {
 		for i := 0; ; i++ {
 			n, err = syscall.Read(int(fd), p)
@@ -55,12 +59,14 @@ func (r *pollingReader) Read(p []byte) (int, error) {
 				return true
 			}
 			if i == 0 {
-				start = time.Now()
-			} else if time.Since(start) > time.Duration(r.spin.Load()) {
+				start = clock.Nanos()
+			} else if clock.Nanos()-start > r.spin.Load() {
 				return false
 			}
-			// A receive this reader just completed waits for the P.
-			runtime.Gosched()
+			if i == 0 || (i&63 == 0 && runtime.GOMAXPROCS(0) == 1) {
+				// A receive this reader just completed waits for the P.
+				runtime.Gosched()
+			}
 		}
 	})
 	if rerr != nil {
