@@ -377,8 +377,9 @@ GLOBL bytes01<>(SB), RODATA|NOPTR, $4
 	NOTQ      AX \
 	MOVQ      AX, (DI)
 
-// SUMS64 sets Z4|Z5 to the OR of the group's sums and Z6 to the units per
-// lane with the group's (clobbers Z16-Z18).
+// SUMS64 sets Z4|Z5 to the OR of the group's sums (Z4 alone: of its first
+// 32 elements), Z6 to the units per lane with the group's, and Z16 to the
+// sums per lane of its first 32 elements (clobbers Z17, Z18).
 #define SUMS64 \
 	VPORQ      Z8, Z9, Z4 \
 	VPTERNLOGQ $0xfe, Z10, Z11, Z4 \
@@ -390,9 +391,26 @@ GLOBL bytes01<>(SB), RODATA|NOPTR, $4
 	VPADDQ     Z15, Z14, Z6 \
 	VPADDQ     Z17, Z16, Z16 \
 	VPADDQ     Z6, Z18, Z18 \
-	VPADDQ     Z18, Z16, Z16 \
-	VPSUBQ     Z22, Z16, Z16 \
-	VPADDQ     Z16, Z24, Z6
+	VPADDQ     Z18, Z16, Z17 \
+	VPSUBQ     Z22, Z17, Z17 \
+	VPADDQ     Z17, Z24, Z6
+
+// HALF64(fail) tries the first 32 elements of a group refused whole, from
+// Z16 (SUMS64): their units per lane with the committed ones in Z9, their
+// total in AX, plus R10 (their ties taken up); if that is below the budget
+// it keeps them, else jumps to fail.
+#define HALF64(fail) \
+	VPSRLQ     $1, Z22, Z9 \
+	VPSUBQ     Z9, Z16, Z9 \
+	VPADDQ     Z24, Z9, Z9 \
+	HSUM \
+	ADDQ       R10, AX \
+	CMPQ       AX, R9 \
+	JGE        fail \
+	SUBQ       R10, R9 \
+	VMOVDQA64  Z9, Z24 \
+	VPORQ      Z4, Z28, Z28 \
+	ADDQ       $32, BX
 
 // COMMIT64 keeps the group's units and sums and steps the pointers.
 #define COMMIT64 \
@@ -407,7 +425,7 @@ GLOBL bytes01<>(SB), RODATA|NOPTR, $4
 //
 // compressRunEven64AVX512 is compressRunEvenAVX512 64 elements at a time
 // (n a multiple of 64), stopping before a group of 64 that would reach the
-// budget.
+// budget, or after its first 32 elements when they do not.
 TEXT ·compressRunEven64AVX512(SB), NOSPLIT, $0-65
 	SETUP64
 	TESTQ CX, CX
@@ -423,7 +441,7 @@ even64Loop:
 	VMOVDQA64 Z6, Z9
 	HSUM
 	CMPQ AX, R9
-	JGE  even64Done
+	JGE  even64Half
 
 even64Keep:
 	COMMIT64
@@ -433,11 +451,16 @@ even64Keep:
 even64Done:
 	RUNDONE(done+48, k+56, ok+64)
 
+even64Half:
+	XORQ R10, R10
+	HALF64(even64Done)
+	JMP  even64Done
+
 // func compressRunOdd64AVX512(x, e *float32, bits *byte, n int, s0 uint64, budget int64, hscale float32, parity uint64) (done int, k int64, ok bool)
 //
 // compressRunOdd64AVX512 is compressRunOddAVX512 64 elements at a time (n
 // a multiple of 64). It stops before the first group of 64 that would
-// reach the budget.
+// reach the budget, or after its first 32 elements when they do not.
 //
 // The ties of a group: T (R12) and Q (R13) as in compressRunOddAVX512, Q
 // gathered from byte 0 of the sums by byte permutes (qidx<>) and one
@@ -448,8 +471,9 @@ even64Done:
 // that take the odd neighbour are the set bits among the low popcount(T)
 // of c0 ^ u (the parity before a tie is the XOR of the Q since the tie
 // before it, or D and the Q before it for the first), and the parity at
-// the next group's start is popcount(Q) ^ (u >> popcount(T)), bit 0 (the
-// Q after the last tie, or D and all of Q). Only D carries from one group
+// the next group's start is bit 0 of popcount(Q) ^ c0's bit popcount(T)-1
+// (the Q after the last tie), or of popcount(Q) ^ D when there is no tie.
+// (A group of 64 ties is possible: u >> 64 would not do.) Only D carries from one group
 // to the next. R9 counts down the budget by the ties taken up, and the
 // lanes' threshold leaves room for n of them, so the vector check needs
 // no scalar result; k adds them back at the end.
@@ -512,13 +536,18 @@ odd64Loop:
 	PREFIXXOR(AX, R8)
 	POPCNTQ    R12, R8
 	PEXTQ      R12, AX, AX
-	LEAQ       (R11)(AX*2), R14
-	XORQ       R14, AX
+	// R14: c0 at the group's last tie (bit k-1, k = popcount(T) = 64
+	// included), or D when the group has none
+	LEAQ       -1(R8), R10
+	SHRXQ      R10, AX, R14
+	TESTQ      R8, R8
+	CMOVQEQ    R11, R14
+	LEAQ       (R11)(AX*2), R10
+	XORQ       R10, AX
 	BZHIQ      R8, AX, R10
 	POPCNTQ    R10, R10
-	SHRXQ      R8, R14, R14
-	POPCNTQ    R13, R13
-	XORQ       R13, R14
+	POPCNTQ    R13, R8
+	XORQ       R8, R14
 	ANDQ       $1, R14
 	VPCMPQ     $6, Z23, Z6, K1
 	KORTESTB   K1, K1
@@ -528,7 +557,7 @@ odd64Loop:
 	HSUM
 	ADDQ       R10, AX
 	CMPQ       AX, R9
-	JGE        odd64Done
+	JGE        odd64Half
 
 odd64Keep:
 	MOVQ R14, R11
@@ -536,6 +565,22 @@ odd64Keep:
 	COMMIT64
 	DECQ CX
 	JNZ  odd64Loop
+
+	JMP  odd64Done
+
+odd64Half:
+	// the first 32 elements alone: their ties taken up (R10) as above
+	// with T cut to them
+	LEAQ    (R13)(R13*1), AX
+	PREFIXXOR(AX, R8)
+	MOVL    R12, R12
+	POPCNTQ R12, R8
+	PEXTQ   R12, AX, AX
+	LEAQ    (R11)(AX*2), R14
+	XORQ    R14, AX
+	BZHIQ   R8, AX, R10
+	POPCNTQ R10, R10
+	HALF64(odd64Done)
 
 odd64Done:
 	// k: the lanes' units and the ties taken up (budget - R9)

@@ -130,16 +130,18 @@ func sumRuns(x, e []float32, bits []byte, to int) float64 {
 }
 
 // runOdd runs the odd-binade kernels over elements [i, i+m) (m a multiple
-// of 32): 64 at a time, then 32 at a time over the rest, or over the group
-// of 64 where the first stopped. It returns what they return.
+// of 32): 64 at a time (a group of 64 that does not fit is tried as its
+// first 32 alone), then the 32 left over if the first did not stop. It
+// returns what they return.
 func runOdd(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64, h float32, parity uint64) (done int, k int64, ok bool) {
 	ok = true
-	if m64 := m &^ 63; m64 > 0 {
+	m64 := m &^ 63
+	if m64 > 0 {
 		done, k, ok = compressRunOdd64AVX512(&x[i], &e[i], &bits[i/8], m64, s0, budget, h, parity)
 	}
-	if ok && done < m {
+	if ok && done == m64 && m > m64 { // 32 left over; else it stopped
 		j := i + done
-		d, k2, ok2 := compressRunOddAVX512(&x[j], &e[j], &bits[j/8], min(m-done, 64), s0, budget-k, h, (parity+uint64(k))&1)
+		d, k2, ok2 := compressRunOddAVX512(&x[j], &e[j], &bits[j/8], m-m64, s0, budget-k, h, (parity+uint64(k))&1)
 		done, k, ok = done+d, k+k2, ok2
 	}
 	return done, k, ok
@@ -148,12 +150,13 @@ func runOdd(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64, h fl
 // runEven is runOdd for the even-binade kernels.
 func runEven(x, e []float32, bits []byte, i, m int, s0 uint64, budget int64) (done int, k int64, ok bool) {
 	ok = true
-	if m64 := m &^ 63; m64 > 0 {
+	m64 := m &^ 63
+	if m64 > 0 {
 		done, k, ok = compressRunEven64AVX512(&x[i], &e[i], &bits[i/8], m64, s0, budget)
 	}
-	if ok && done < m {
+	if ok && done == m64 && m > m64 {
 		j := i + done
-		d, k2, ok2 := compressRunEvenAVX512(&x[j], &e[j], &bits[j/8], min(m-done, 64), s0, budget-k)
+		d, k2, ok2 := compressRunEvenAVX512(&x[j], &e[j], &bits[j/8], m-m64, s0, budget-k)
 		done, k, ok = done+d, k+k2, ok2
 	}
 	return done, k, ok

@@ -47,7 +47,8 @@ func runArgs(start float64) (s0 uint64, budget int64, h float32, parity uint64) 
 // TestRunKernelsAreTheChain checks each AVX-512 run kernel on its own from
 // random running sums: the elements it says it did must sum, one after
 // another, to exactly start + k units with the same signs; where it stopped
-// early, the next group must really take the sum out of its binade; where
+// early, the next 32 elements must really take the sum out of its binade
+// (the kernels of 64 try a group's first half alone); where
 // it reports !ok, a square must be NaN or infinite. It also wants runs
 // that decide ties, runs that stop and runs that go to the end, so that it
 // cannot pass on a kernel that always stops or never meets a tie.
@@ -58,7 +59,7 @@ func TestRunKernelsAreTheChain(t *testing.T) {
 	for _, kern := range runKernels {
 		t.Run(kern.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(51, uint64(kern.group)))
-			var full, stopped, withTies, notOK int
+			var full, stopped, halves, withTies, notOK int
 			for trial := range 3000 {
 				m := kern.group * (1 + rng.IntN(24))
 				d := distributions[rng.IntN(len(distributions))]
@@ -100,7 +101,9 @@ func TestRunKernelsAreTheChain(t *testing.T) {
 					notOK++
 					continue
 				}
-				if done%kern.group != 0 || done > m || done < 0 {
+				// every kernel stops at a multiple of 32 (the kernels of
+				// 64 try the first half of a group that does not fit)
+				if done%32 != 0 || done > m || done < 0 {
 					t.Fatalf("trial %d: done = %d of %d", trial, done, m)
 				}
 				want := compressGo(x[:done], e[:done], make([]byte, done/8), 0, start)
@@ -112,11 +115,14 @@ func TestRunKernelsAreTheChain(t *testing.T) {
 					t.Fatalf("trial %d: signs %x, want %x", trial, bits[:done/8], plainSigns(x[:done], e[:done]))
 				}
 				if done < m {
-					next := compressGo(x[:done+kern.group], e[:done+kern.group], make([]byte, done/8+kern.group/8), 0, start)
+					next := compressGo(x[:done+32], e[:done+32], make([]byte, done/8+4), 0, start)
 					if math.Float64bits(next)>>52 == math.Float64bits(start)>>52 {
 						t.Fatalf("trial %d: stopped at %d of %d, but the next group leaves the sum in its binade (%v from %v)", trial, done, m, next, start)
 					}
 					stopped++
+					if done%64 == 32 {
+						halves++ // a kernel of 64 kept the first half of a group
+					}
 				} else {
 					full++
 				}
@@ -124,9 +130,9 @@ func TestRunKernelsAreTheChain(t *testing.T) {
 					withTies++
 				}
 			}
-			t.Logf("full runs %d, stopped %d, with ties %d, !ok %d", full, stopped, withTies, notOK)
-			if full < 100 || stopped < 100 || (kern.odd && withTies < 100) {
-				t.Fatalf("the test did not reach every case: full %d, stopped %d, with ties %d", full, stopped, withTies)
+			t.Logf("full runs %d, stopped %d (after half a group %d), with ties %d, !ok %d", full, stopped, halves, withTies, notOK)
+			if full < 100 || stopped < 100 || (kern.odd && withTies < 100) || (kern.group == 64 && halves < 30) {
+				t.Fatalf("the test did not reach every case: full %d, stopped %d, after half a group %d, with ties %d", full, stopped, halves, withTies)
 			}
 		})
 	}
@@ -210,8 +216,8 @@ func TestRunRefusesNaN(t *testing.T) {
 // (u = 2) from values whose squares are exact: 1 and 3 are ties (y = 1/2,
 // 9/2), 1.5 and 2.5 add an odd count of units without a tie (y = 9/8,
 // 25/8), 2 an even one (y = 2), 0 nothing. Each group of 64 is drawn to
-// have no tie at all, a tie only at its first or its last element, or
-// many: so a tie's choice depends on parities carried over whole groups
+// have no tie at all, a tie only at its first or its last element, many,
+// or nothing but ties (a fuzz input found that case wrong once): so a tie's choice depends on parities carried over whole groups
 // without ties, across a group's edge, and from the start's parity, and a
 // kernel that skips or misplaces any of them gets a different sum.
 func TestRunTiesAcrossGroups(t *testing.T) {
@@ -234,7 +240,11 @@ func TestRunTiesAcrossGroups(t *testing.T) {
 				for i := range v {
 					v[i] = plain[rng.IntN(len(plain))]
 				}
-				switch rng.IntN(4) {
+				switch rng.IntN(5) {
+				case 4: // every element a tie: the parity after it is c0's last bit
+					for i := range v {
+						v[i] = ties[rng.IntN(2)]
+					}
 				case 1:
 					v[0] = ties[rng.IntN(2)]
 				case 2:
@@ -268,6 +278,56 @@ func TestRunTiesAcrossGroups(t *testing.T) {
 		}
 		if decided < 1000 {
 			t.Fatalf("%s: only %d ties decided", kern.name, decided)
+		}
+	}
+}
+
+// TestRunBudgetEdgeWithTies starts the odd binade of 2^53 (u = 2) a few
+// hundred units below its end, S = 2^54 - 2B, on values full of ties (as
+// in TestRunTiesAcrossGroups), so that whether a group or half a group
+// still fits turns on the ties it takes up: a kernel that leaves them out
+// of its budget keeps elements whose sum leaves the binade.
+func TestRunBudgetEdgeWithTies(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512 kernels on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(71, 72))
+	vals := []float32{1, 3, 1, 3, 2, 1.5, 2.5, 0}
+	for _, kern := range runKernels {
+		if !kern.odd {
+			continue
+		}
+		var stopped, halves int
+		for trial := range 3000 {
+			x := make([]float32, 64*(1+rng.IntN(4)))
+			for i := range x {
+				x[i] = vals[rng.IntN(len(vals))]
+			}
+			e := make([]float32, len(x))
+			b := 1 + rng.IntN(100*len(x)/64)
+			start := float64(1<<54 - 2*b)
+			bits := make([]byte, len(x)/8)
+			done, k, ok := kern.run(x, e, bits, len(x), start)
+			if !ok || done%32 != 0 || done > len(x) {
+				t.Fatalf("%s trial %d: done %d of %d, ok %v", kern.name, trial, done, len(x), ok)
+			}
+			want := compressGo(x[:done], e[:done], make([]byte, done/8), 0, start)
+			got := math.Float64frombits(math.Float64bits(start) + uint64(k))
+			if got != want || got >= 1<<54 {
+				t.Fatalf("%s trial %d (B = %d): %d elements sum to %v (k=%d), one after another %v", kern.name, trial, b, done, got, k, want)
+			}
+			if done < len(x) {
+				if next := compressGo(x[:done+32], e[:done+32], make([]byte, done/8+4), 0, start); next < 1<<54 {
+					t.Fatalf("%s trial %d (B = %d): stopped at %d, but the next 32 stay in the binade", kern.name, trial, b, done)
+				}
+				stopped++
+				if done%64 == 32 {
+					halves++
+				}
+			}
+		}
+		if stopped < 500 || (kern.group == 64 && halves < 100) {
+			t.Fatalf("%s: the test did not reach the edge: %d stops, %d after half a group", kern.name, stopped, halves)
 		}
 	}
 }
