@@ -118,7 +118,8 @@ Every series runs the same plan (cases, warm-ups, iterations). The series (and
 each K of the best-of series) take turns, run after run, in a rotating order,
 and each reported time is the median over the runs of each run's timed loop per
 iteration (the slowest rank's): this machine's speed drifts within seconds, and
-interleaving spreads that over every series. A series that cannot start (no mpicc, no torch) is reported and left out.
+interleaving spreads that over every series. A series that cannot start (no
+mpicc, no torch) is reported and left out.
 Ratios: each gocomm series over the peers of its link (gocomm-shm and mpi-backend
 over mpi-shm and mpi-shm-best, gocomm-tcp over mpi-tcp and mpi-tcp-best) and over
 gloo.

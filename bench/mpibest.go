@@ -290,7 +290,11 @@ func describeMPIVariants(ops []Op, vs []mpiVariant) string {
 			parts = append(parts, fmt.Sprintf("%v %s", op, strings.Join(ks, ",")))
 		}
 	}
-	return fmt.Sprintf("%s (%d runs per btl and round)", strings.Join(parts, "; "), len(vs))
+	runs := "runs"
+	if len(vs) == 1 {
+		runs = "run"
+	}
+	return fmt.Sprintf("%s (%d %s per btl and round)", strings.Join(parts, "; "), len(vs), runs)
 }
 
 // filterPlan keeps the cases of p whose op keep accepts.
