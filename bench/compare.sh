@@ -27,13 +27,14 @@
 # K 1..6) and the bandwidth pass 9 more (broadcast has 9), and every case
 # runs once per K its op has: all-reduce 6x, broadcast 9x, all-gather 6x (5
 # beyond 2 ranks), reduce-scatter 4x, all-to-all 5x (4), on vader and on
-# tcp. Narrow
+# tcp: 6-9x the time of the mpi-shm and mpi-tcp series. Narrow
 # the sweep with --mpi-algos (repeatable), e.g.
 #   bench/compare.sh --mpi-algos "allreduce=1,2,4,6 bcast=1,6,8,9"
 # or leave the best-of series out with --series.
 #
 # Writes compare-latency.{json,csv,svg} and compare.{json,csv,svg} in the
-# current directory.
+# current directory (the JSON and CSV name each best-of row's algorithm,
+# and the JSON keeps every K's rows under "variants").
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mktemp -d)
