@@ -105,11 +105,15 @@ type mailbox struct {
 	rank, size int
 	failedCh   chan struct{} // closed when err is first set
 
-	mu       sync.Mutex // protects following
-	err      error      // set once aborted or closed; every later op fails with it
-	closed   bool       // closed locally: later ops fail with ErrClosed
-	byKey    map[msgKey]*keyQueue
-	bySeq    map[seqKey]*seqQueue // Seq != 0 only
+	mu     sync.Mutex // protects following
+	err    error      // set once aborted or closed; every later op fails with it
+	closed bool       // closed locally: later ops fail with ErrClosed
+	byKey  map[msgKey]*keyQueue
+	bySeq  map[seqKey]*seqQueue // Seq != 0 only
+	// Emptied queues kept for reuse: a loop of small operations makes
+	// and drops a queue or two per message.
+	freeKQ   []*keyQueue
+	freeSQ   []*seqQueue
 	claimed  map[*recvOp]struct{}
 	inflight map[msgKey][]*inflightMsg // arriving into fresh buffers (TCP)
 	gone     []bool                    // peer said goodbye
@@ -530,7 +534,7 @@ func (mb *mailbox) postLocked(r *recvOp) {
 	key := keyOf(&r.h)
 	kq := mb.byKey[key]
 	if kq == nil {
-		kq = &keyQueue{}
+		kq = mb.newKeyQueueLocked()
 		mb.byKey[key] = kq
 		mb.noteSizeLocked()
 	}
@@ -539,7 +543,7 @@ func (mb *mailbox) postLocked(r *recvOp) {
 		sk := seqKey{r.h.Comm, r.h.Seq}
 		sq := mb.bySeq[sk]
 		if sq == nil {
-			sq = &seqQueue{}
+			sq = mb.newSeqQueueLocked()
 			mb.bySeq[sk] = sq
 		}
 		sq.posted = append(sq.posted, r)
@@ -569,17 +573,52 @@ func (mb *mailbox) unqueueSeq(m *message) {
 	}
 }
 
+// dropKeyIfEmpty removes kq from the index once it holds nothing and
+// keeps it for reuse: the caller must not touch kq afterwards.
 func (mb *mailbox) dropKeyIfEmpty(key msgKey, kq *keyQueue) {
 	if len(kq.posted) == 0 && len(kq.arrived) == 0 {
 		delete(mb.byKey, key)
 		mb.noteSizeLocked()
+		if len(mb.freeKQ) < maxFreeQueues {
+			mb.freeKQ = append(mb.freeKQ, kq)
+		}
 	}
 }
 
+// dropSeqIfEmpty is dropKeyIfEmpty for the Seq index.
 func (mb *mailbox) dropSeqIfEmpty(sk seqKey, sq *seqQueue) {
 	if len(sq.posted) == 0 && len(sq.arrived) == 0 {
 		delete(mb.bySeq, sk)
+		if len(mb.freeSQ) < maxFreeQueues {
+			mb.freeSQ = append(mb.freeSQ, sq)
+		}
 	}
+}
+
+// maxFreeQueues bounds each list of queues kept for reuse.
+const maxFreeQueues = 64
+
+// newKeyQueueLocked returns an empty queue, a reused one if any (its
+// slices emptied by slices.Delete and removeItem, which zero what they
+// drop).
+func (mb *mailbox) newKeyQueueLocked() *keyQueue {
+	if n := len(mb.freeKQ); n > 0 {
+		kq := mb.freeKQ[n-1]
+		mb.freeKQ[n-1] = nil
+		mb.freeKQ = mb.freeKQ[:n-1]
+		return kq
+	}
+	return &keyQueue{}
+}
+
+func (mb *mailbox) newSeqQueueLocked() *seqQueue {
+	if n := len(mb.freeSQ); n > 0 {
+		sq := mb.freeSQ[n-1]
+		mb.freeSQ[n-1] = nil
+		mb.freeSQ = mb.freeSQ[:n-1]
+		return sq
+	}
+	return &seqQueue{}
 }
 
 // removeItem deletes the first occurrence of x, keeping order.
@@ -705,7 +744,7 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte, pooled bool) {
 		key := keyOf(&h)
 		kq := mb.byKey[key]
 		if kq == nil {
-			kq = &keyQueue{}
+			kq = mb.newKeyQueueLocked()
 			mb.byKey[key] = kq
 			mb.noteSizeLocked()
 		}
@@ -714,7 +753,7 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte, pooled bool) {
 			sk := seqKey{h.Comm, h.Seq}
 			sq := mb.bySeq[sk]
 			if sq == nil {
-				sq = &seqQueue{}
+				sq = mb.newSeqQueueLocked()
 				mb.bySeq[sk] = sq
 			}
 			sq.arrived = append(sq.arrived, m)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -125,10 +126,20 @@ func TestSHMSingleCopySendCancel(t *testing.T) {
 	ws := shmWorld(t, 2)
 	ctx := tctx(t)
 	ws[1].shm.role.Store(1) // nobody drains rank 1's rings
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	// The ctx ends once the send is published, not at a fixed time: on a
+	// loaded machine a short timeout could end it before the send starts,
+	// when ending it needs no abort.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	go func() {
+		d := ws[1].shm.in[0].d
+		for atomic.LoadUint64(recSeq(d, 0)) == 0 && sctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
 	err := ws[0].Send(sctx, 1, Header{Seq: 1, Sig: sig(1)}, make([]byte, 1<<20))
-	if !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("send: %v", err)
 	}
 	if err := ws[0].mb.failed(); !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) {

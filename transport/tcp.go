@@ -48,6 +48,8 @@ type tcpConn struct {
 	sendFrag   int              // fragment size for sends: min(ours, peer's)
 	hdr        [headerSize]byte // guarded by writeLock
 	iov        [][]byte         // guarded by writeLock
+	bufs       net.Buffers      // guarded by writeLock: iov's rest, written the blocking way
+	fast       *connWriter      // guarded by writeLock: the non-blocking first write; nil if none
 	readerDone chan struct{}
 	gotGoodbye bool         // reader goroutine only
 	inflight   *recvOp      // reader goroutine only: claimed receive being read into
@@ -90,6 +92,7 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 			conn:       nc,
 			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin), readBufSize),
 			writeLock:  make(chan struct{}, 1),
+			fast:       newConnWriter(nc),
 			sendFrag:   min(maxFragment, peerFrag[p]),
 			readerDone: make(chan struct{}),
 		}
@@ -198,6 +201,21 @@ func (c *tcpConn) writeMessage(ctx context.Context, h Header, payload []byte) (w
 		}
 	}
 	total = int64(nfrag*headerSize + n)
+	// Most messages go in one non-blocking write: then there is nothing
+	// to cancel, and ctx.Done (a timer and a channel, for an operation's
+	// context) is never asked for.
+	all := iov
+	defer func() {
+		clear(all) // do not keep the caller's payload reachable
+		c.iov = all[:0]
+	}()
+	if first := c.fast.tryWrite(iov); first > 0 {
+		written = int64(first)
+		if written == total {
+			return written, total, nil
+		}
+		iov = dropFront(iov, first)
+	}
 	var stop func() bool
 	var fired chan struct{}
 	if ctx.Done() != nil {
@@ -207,15 +225,28 @@ func (c *tcpConn) writeMessage(ctx context.Context, h Header, payload []byte) (w
 			close(fired)
 		})
 	}
-	bufs := net.Buffers(iov)
-	written, err = bufs.WriteTo(c.conn)
+	c.bufs = iov
+	rest, err := c.bufs.WriteTo(c.conn)
+	written += rest
+	c.bufs = nil
 	if stop != nil && !stop() {
 		<-fired
 		c.conn.SetWriteDeadline(time.Time{})
 	}
-	clear(iov) // do not keep the caller's payload reachable
-	c.iov = iov[:0]
 	return written, total, err
+}
+
+// dropFront returns bufs without its first n bytes (n at most their
+// total), reusing bufs' array.
+func dropFront(bufs [][]byte, n int) [][]byte {
+	for len(bufs) > 0 && n >= len(bufs[0]) {
+		n -= len(bufs[0])
+		bufs = bufs[1:]
+	}
+	if len(bufs) > 0 && n > 0 {
+		bufs[0] = bufs[0][n:]
+	}
+	return bufs
 }
 
 // Recv receives the next matching message into buf; a message that

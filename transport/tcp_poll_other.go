@@ -18,3 +18,12 @@ const pollingReads = false
 // the connection itself, whose reads park in the network poller until
 // bytes arrive. spin (TCPOptions.ReadSpin) has no effect here.
 func newConnReader(nc net.Conn, spin *atomic.Int64) io.Reader { return nc }
+
+// connWriter is the non-blocking first write of a message
+// (tcp_poll_linux.go); here there is none, and every message is written
+// the blocking way.
+type connWriter struct{}
+
+func newConnWriter(net.Conn) *connWriter { return nil }
+
+func (w *connWriter) tryWrite([][]byte) int { return 0 }
