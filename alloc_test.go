@@ -74,6 +74,45 @@ func TestSmallOpsDoNotAllocate(t *testing.T) {
 	}
 }
 
+// TestSmallTCPOpsAllocateLittle: over TCP a small all-reduce allocates
+// 10 objects on its 2 ranks together (46 before the writes, the reader
+// and the mailbox queues stopped allocating per message). What is left,
+// per rank: the receive's record and channel, the arriving message's
+// record, and the operation context's Done channel and timer, which the
+// receive's blocking wait asks for.
+func TestSmallTCPOpsAllocateLittle(t *testing.T) {
+	if raceEnabled {
+		runWithoutRace(t, "TestSmallTCPOpsAllocateLittle")
+		return
+	}
+	f := factories()[1]
+	if f.name != "tcp" {
+		t.Fatalf("factory %q, want tcp", f.name)
+	}
+	world := f.make(t, 2, backend.Algorithms{})
+	ctx := context.Background()
+	bufs := [][]float32{make([]float32, 2), make([]float32, 2)}
+	run := func(r int) error { return comm.AllReduce(ctx, world[r], bufs[r], bufs[r], comm.Sum) }
+	for range 10 {
+		if err := both(run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both ranks' allocations count.
+	const want = 10
+	var counts []float64
+	for range 5 {
+		allocs, err := countAllocs(run, 200)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counts = append(counts, allocs); allocs <= want {
+			return
+		}
+	}
+	t.Errorf("%v allocations per all-reduce on 2 ranks over TCP (in each of %d windows), want at most %d", counts, len(counts), want)
+}
+
 // countAllocs counts the allocations per call of rank 0's runs calls of
 // run while rank 1 keeps pace (its allocations count too).
 func countAllocs(run func(r int) error, runs int) (float64, error) {
