@@ -31,7 +31,12 @@ func Capabilities() []Capability { return backend.AllCapabilities() }
 // ("native", "mpi", or a name given to backend.Register), as torch's
 // get_backend returns it; a group answers for its world, and NewLocalWorld's
 // worlds are "native". Safe for concurrent use.
-func (c *Comm) Backend() string { return c.root().backendName }
+func (c *Comm) Backend() string {
+	if c == nil {
+		return ""
+	}
+	return c.root().backendName
+}
 
 // Supports reports whether operations needing cp work on c: the backend
 // says so if it implements backend.Capabilities, else it offers
@@ -40,7 +45,7 @@ func (c *Comm) Backend() string { return c.root().backendName }
 // The answer is the same on every rank of a world built from one driver
 // and transport, and does not change; safe for concurrent use.
 func (c *Comm) Supports(cp Capability) bool {
-	if c.be == nil {
+	if c == nil || c.be == nil {
 		return false
 	}
 	if bc, ok := c.be.(backend.Capabilities); ok {

@@ -41,6 +41,9 @@ func StartInferenceAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv
 }
 
 func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, a algo.Algorithm) *Work {
+	if w := c.unusable(backend.KindAllReduce); w != nil {
+		return w
+	}
 	req := c.request(backend.KindAllReduce, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Algorithm = a
 	req.SigCount = len(recv)
@@ -69,6 +72,9 @@ func StartReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Red
 }
 
 func startReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, root int) *Work {
+	if w := c.unusable(backend.KindReduce); w != nil {
+		return w
+	}
 	req := c.request(backend.KindReduce, dtypeOf[T](), op, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	err := c.checkRoot(req.Kind, root)
@@ -96,6 +102,9 @@ func StartBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) 
 }
 
 func startBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) *Work {
+	if w := c.unusable(backend.KindBroadcast); w != nil {
+		return w
+	}
 	b := asBytes(buf)
 	req := c.request(backend.KindBroadcast, dtypeOf[T](), Sum, root, b, b)
 	req.SigCount = len(buf)
@@ -115,6 +124,9 @@ func StartAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wo
 }
 
 func startAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
+	if w := c.unusable(backend.KindAllGather); w != nil {
+		return w
+	}
 	req := c.request(backend.KindAllGather, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
@@ -140,6 +152,9 @@ func StartAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, co
 }
 
 func startAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int) *Work {
+	if w := c.unusable(backend.KindAllGatherV); w != nil {
+		return w
+	}
 	req := c.request(backend.KindAllGatherV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -169,6 +184,9 @@ func StartGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root i
 }
 
 func startGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	if w := c.unusable(backend.KindGather); w != nil {
+		return w
+	}
 	req := c.request(backend.KindGather, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
@@ -195,6 +213,9 @@ func StartGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, count
 }
 
 func startGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
+	if w := c.unusable(backend.KindGatherV); w != nil {
+		return w
+	}
 	req := c.request(backend.KindGatherV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -227,6 +248,9 @@ func StartScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root 
 }
 
 func startScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
+	if w := c.unusable(backend.KindScatter); w != nil {
+		return w
+	}
 	req := c.request(backend.KindScatter, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
@@ -253,6 +277,9 @@ func StartScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, coun
 }
 
 func startScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
+	if w := c.unusable(backend.KindScatterV); w != nil {
+		return w
+	}
 	req := c.request(backend.KindScatterV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -285,6 +312,9 @@ func StartReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T,
 }
 
 func startReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
+	if w := c.unusable(backend.KindReduceScatter); w != nil {
+		return w
+	}
 	req := c.request(backend.KindReduceScatter, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
@@ -312,6 +342,9 @@ func StartReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T
 }
 
 func startReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) *Work {
+	if w := c.unusable(backend.KindReduceScatterV); w != nil {
+		return w
+	}
 	req := c.request(backend.KindReduceScatterV, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
@@ -344,6 +377,9 @@ func StartAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wor
 }
 
 func startAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
+	if w := c.unusable(backend.KindAllToAll); w != nil {
+		return w
+	}
 	req := c.request(backend.KindAllToAll, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	var err error
@@ -378,6 +414,9 @@ func StartAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sen
 }
 
 func startAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sendCounts, recvCounts []int) *Work {
+	if w := c.unusable(backend.KindAllToAllV); w != nil {
+		return w
+	}
 	req := c.request(backend.KindAllToAllV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), sendCounts...)
 	req.RecvCounts = append([]int(nil), recvCounts...)
@@ -482,6 +521,9 @@ func StartAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, rec
 }
 
 func startAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs [][]T) *Work {
+	if w := c.unusable(backend.KindAllGather); w != nil {
+		return w
+	}
 	per, err := checkGatherCoalesced(c.size, sends, recvs)
 	if err != nil {
 		// Still a collective: its sequence number is used and the world
@@ -552,6 +594,9 @@ func (c *Comm) checkCounts(kind backend.Kind, name string, counts []int) (int, e
 	for i, n := range counts {
 		if n < 0 {
 			return 0, invalid(kind, "%s[%d] = %d is negative", name, i, n)
+		}
+		if n > maxInt-total {
+			return 0, invalid(kind, "%s add up to more than an int holds (at %s[%d] = %d)", name, name, i, n)
 		}
 		total += n
 	}

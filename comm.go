@@ -48,7 +48,8 @@ type Options struct {
 	// Backend names the backend driver; "" is "native" (GOCOMM_BACKEND).
 	Backend string
 	// Timeout bounds operations whose context has no deadline, and Init's
-	// rendezvous; 0 is DefaultTimeout (GOCOMM_TIMEOUT).
+	// rendezvous; 0 is GOCOMM_TIMEOUT, else DefaultTimeout; negative is
+	// an error.
 	Timeout time.Duration
 	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
 	// must use the same one.
@@ -146,6 +147,9 @@ type Comm struct {
 
 // Init joins the world described by opts and the environment.
 func Init(ctx context.Context, opts Options) (*Comm, error) {
+	if ctx == nil {
+		return nil, errNilContext("Init")
+	}
 	cfg, err := resolve(opts)
 	if err != nil {
 		return nil, err
@@ -223,11 +227,14 @@ func newWorld(be backend.Comm, timeout time.Duration, log *slog.Logger) *Comm {
 // among goroutines. Each *Comm is used by its own goroutine(s).
 func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("comm: NewLocalWorld: size %d, want >= 1", n)
+		return nil, fmt.Errorf("%w: NewLocalWorld: size %d, want >= 1", ErrInvalid, n)
 	}
 	timeout := opts.Timeout
-	if timeout == 0 {
+	switch {
+	case timeout == 0:
 		timeout = DefaultTimeout
+	case timeout < 0:
+		return nil, fmt.Errorf("%w: NewLocalWorld: Timeout %v, want > 0 (or 0 for DefaultTimeout)", ErrInvalid, timeout)
 	}
 	prof, err := profileConfig(opts.Profile, nil)
 	if err != nil {
@@ -244,26 +251,53 @@ func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	return world, nil
 }
 
+// The accessors below answer for a nil *Comm as for a group this rank is
+// not a member of (Rank -1, Size 0, IsMember false, ...); every method
+// that returns an error returns one for it, wrapping ErrInvalid.
+
 // Rank is this process's rank in the communicator, or -1 if it is not a
 // member (a group this rank does not belong to).
-func (c *Comm) Rank() int { return c.rank }
+func (c *Comm) Rank() int {
+	if c == nil {
+		return -1
+	}
+	return c.rank
+}
 
 // Size is the number of ranks in the communicator.
-func (c *Comm) Size() int { return c.size }
+func (c *Comm) Size() int {
+	if c == nil {
+		return 0
+	}
+	return c.size
+}
 
 // LocalRank is this process's rank among the ranks on its host.
-func (c *Comm) LocalRank() int { return c.root().local.rank }
+func (c *Comm) LocalRank() int {
+	if c == nil {
+		return -1
+	}
+	return c.root().local.rank
+}
 
 // LocalSize is the number of ranks on this host.
-func (c *Comm) LocalSize() int { return c.root().local.size }
+func (c *Comm) LocalSize() int {
+	if c == nil {
+		return 0
+	}
+	return c.root().local.size
+}
 
 // IsMember reports whether this rank belongs to the communicator.
-func (c *Comm) IsMember() bool { return c.rank >= 0 }
+func (c *Comm) IsMember() bool { return c != nil && c.be != nil }
 
 // GlobalRank translates a rank of this communicator into a world rank.
 func (c *Comm) GlobalRank(r int) (int, error) {
+	if err := c.made("GlobalRank"); err != nil {
+		return -1, err
+	}
 	if r < 0 || r >= c.size {
-		return -1, fmt.Errorf("comm: GlobalRank(%d): rank out of range [0,%d)", r, c.size)
+		return -1, fmt.Errorf("%w: GlobalRank(%d): rank out of range [0,%d)", ErrInvalid, r, c.size)
 	}
 	return c.global[r], nil
 }
@@ -271,6 +305,9 @@ func (c *Comm) GlobalRank(r int) (int, error) {
 // GroupRank translates a world rank into this communicator's rank, or -1 if
 // that rank is not a member.
 func (c *Comm) GroupRank(world int) int {
+	if c == nil {
+		return -1
+	}
 	for i, g := range c.global {
 		if g == world {
 			return i
@@ -280,11 +317,21 @@ func (c *Comm) GroupRank(world int) int {
 }
 
 // Ranks lists the world ranks of the communicator's members in rank order.
-func (c *Comm) Ranks() []int { return append([]int(nil), c.global...) }
+func (c *Comm) Ranks() []int {
+	if c == nil {
+		return nil
+	}
+	return append([]int(nil), c.global...)
+}
 
 // Store returns the rendezvous store the world was built on (nil for
 // NewLocalWorld and for a world of one).
-func (c *Comm) Store() rendezvous.Store { return c.root().store }
+func (c *Comm) Store() rendezvous.Store {
+	if c == nil {
+		return nil
+	}
+	return c.root().store
+}
 
 func (c *Comm) root() *Comm {
 	if c.world != nil {
@@ -295,8 +342,12 @@ func (c *Comm) root() *Comm {
 
 // Close releases the communicator. Closing the world closes its groups and
 // its connections; operations still pending fail with ErrClosed. Close is
-// idempotent.
+// idempotent. Closing a nil *Comm or a zero Comm is an error wrapping
+// ErrInvalid.
 func (c *Comm) Close() error {
+	if err := c.made("Close"); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -329,11 +380,30 @@ func (c *Comm) Close() error {
 }
 
 // Abort fails every pending and future operation of the world, on every rank,
-// with err. Use it when this rank cannot go on and the others must not wait.
+// with err (a nil err: ErrAborted). Use it when this rank cannot go on and
+// the others must not wait. It does nothing on a nil *Comm or a group this
+// rank is not a member of.
 func (c *Comm) Abort(err error) {
-	if c.be != nil {
-		c.be.Abort(err)
+	if c == nil || c.be == nil {
+		return
 	}
+	if err == nil {
+		err = fmt.Errorf("%w: Abort called with no cause", ErrAborted)
+	}
+	c.be.Abort(err)
+}
+
+// closedNow reports whether c or its world has been closed.
+func (c *Comm) closedNow() bool {
+	for _, x := range [2]*Comm{c, c.root()} {
+		x.mu.Lock()
+		closed := x.closed
+		x.mu.Unlock()
+		if closed {
+			return true
+		}
+	}
+	return false
 }
 
 // nextSeq reserves the sequence number of the next collective.

@@ -125,6 +125,9 @@ func (f *flightWorld) dumpTo(to string, stderr io.Writer) error {
 // DebugAddr is the address the world's debug HTTP endpoint listens on, or
 // nil when it has none (GOCOMM_DEBUG_ADDR unset).
 func (c *Comm) DebugAddr() net.Addr {
+	if c == nil {
+		return nil
+	}
 	f := c.root().flight
 	if f == nil {
 		return nil

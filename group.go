@@ -14,6 +14,9 @@ import (
 // communicator whose Rank is -1 and whose collectives fail with ErrNotMember.
 // The group inherits c's timeout.
 func (c *Comm) NewGroup(ctx context.Context, ranks []int) (*Comm, error) {
+	if err := c.usable("NewGroup"); err != nil {
+		return nil, err
+	}
 	seen := make(map[int]bool, len(ranks))
 	var verr error
 	for _, r := range ranks {
@@ -27,9 +30,6 @@ func (c *Comm) NewGroup(ctx context.Context, ranks []int) (*Comm, error) {
 	}
 	if len(ranks) == 0 && verr == nil {
 		verr = invalid(backend.KindNewGroup, "no ranks given")
-	}
-	if c.be == nil {
-		return nil, fmt.Errorf("%w: NewGroup", ErrNotMember)
 	}
 	if verr != nil {
 		// Consume the collective's sequence number and abort, as every
@@ -58,8 +58,8 @@ func (c *Comm) NewGroup(ctx context.Context, ranks []int) (*Comm, error) {
 // call it. A negative color leaves the caller out (its communicator has Rank
 // -1, as with MPI_UNDEFINED).
 func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
-	if c.be == nil {
-		return nil, fmt.Errorf("%w: Split", ErrNotMember)
+	if err := c.usable("Split"); err != nil {
+		return nil, err
 	}
 	seq := c.peekSeq()
 	all := make([]int64, 2*c.size)

@@ -6,6 +6,8 @@ import (
 	"encoding/gob"
 	"fmt"
 	"reflect"
+
+	"github.com/gocomm/comm/backend"
 )
 
 // Object collectives move Go values, encoded with encoding/gob (which
@@ -41,6 +43,14 @@ func decode[T any](data []byte, from int) (T, error) {
 // BroadcastObject sets *v on every rank to root's *v. If root cannot
 // encode *v, every rank returns an *ObjectError saying why.
 func BroadcastObject[T any](ctx context.Context, c *Comm, v *T, root int) error {
+	if err := c.usable("BroadcastObject"); err != nil {
+		return err
+	}
+	if v == nil {
+		// Any rank's nil fails every rank at once, as a collective's bad
+		// argument does: the others must not wait for this one.
+		return c.failCollective(backend.KindBroadcast, fmt.Errorf("%w: BroadcastObject: v is nil: pass a pointer to the value (on root) or to where it goes", ErrInvalid))
+	}
 	var data []byte
 	size := []int64{0}
 	var fail *ObjectError
@@ -98,7 +108,7 @@ func BroadcastObject[T any](ctx context.Context, c *Comm, v *T, root int) error 
 // If a rank cannot encode its v, every rank returns an *ObjectError naming
 // it.
 func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
-	data, sizes, err := encodeAndShareSizes(ctx, c, "AllGatherObject", v)
+	data, sizes, err := encodeAndShareSizes(ctx, c, "AllGatherObject", v, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +124,7 @@ func AllGatherObject[T any](ctx context.Context, c *Comm, v T) ([]T, error) {
 // elsewhere). If a rank cannot encode its v, every rank returns an
 // *ObjectError naming it.
 func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, error) {
-	data, sizes, err := encodeAndShareSizes(ctx, c, "GatherObject", v)
+	data, sizes, err := encodeAndShareSizes(ctx, c, "GatherObject", v, root)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +147,9 @@ func GatherObject[T any](ctx context.Context, c *Comm, v T, root int) ([]T, erro
 // cannot encode, every rank returns an *ObjectError naming root and why.
 func ScatterObject[T any](ctx context.Context, c *Comm, vs []T, root int) (T, error) {
 	var zero T
+	if err := c.usable("ScatterObject"); err != nil {
+		return zero, err
+	}
 	sizes := make([]int64, c.size)
 	var all []byte
 	var fail *ObjectError
@@ -206,18 +219,23 @@ func scatterFailure(ctx context.Context, c *Comm, root int, n int64, report []by
 }
 
 // encodeAndShareSizes encodes v and all-gathers the sizes of every rank's
-// encoding, or the failure of a rank that could not encode (see
-// exchangeSizes), so that it fails every rank at once.
-func encodeAndShareSizes[T any](ctx context.Context, c *Comm, op string, v T) ([]byte, []int64, error) {
-	if c.be == nil {
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotMember, op)
+// encoding, or the failure of a rank that could not encode or passed a
+// root out of range (see exchangeSizes), so that it fails every rank at
+// once. root is GatherObject's (0 for AllGatherObject); the ranks check
+// that they agree on it.
+func encodeAndShareSizes[T any](ctx context.Context, c *Comm, op string, v T, root int) ([]byte, []int64, error) {
+	if err := c.usable(op); err != nil {
+		return nil, nil, err
 	}
-	data, err := encode(v)
+	var data []byte
 	var local *ObjectError
+	err := c.checkRoot(backend.KindGather, root)
 	if err != nil {
+		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: err.Error(), Err: err}
+	} else if data, err = encode(v); err != nil {
 		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
 	}
-	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), 0, local, err)
+	sizes, err := exchangeSizes(ctx, c, op, int64(len(data)), int64(root)<<1, local, err)
 	return data, sizes, err
 }
 

@@ -108,17 +108,29 @@ type ObjectWork[T any] struct {
 }
 
 // Wait blocks until the operation is complete and returns its result and
-// error.
+// error. A nil or zero ObjectWork, which no Start function made, returns
+// at once with an error wrapping ErrInvalid.
 func (w *ObjectWork[T]) Wait() (T, error) {
+	if w == nil || w.w == nil {
+		var zero T
+		return zero, fmt.Errorf("%w: a nil *ObjectWork or a zero one: wait on what a Start function returned", ErrInvalid)
+	}
 	err := w.w.Wait()
 	return w.v, err
 }
 
-// Done is closed when the operation is complete.
-func (w *ObjectWork[T]) Done() <-chan struct{} { return w.w.Done() }
+// Done is closed when the operation is complete (at once for a nil or a
+// zero ObjectWork).
+func (w *ObjectWork[T]) Done() <-chan struct{} { return w.Work().Done() }
 
-// Work returns the plain handle, to wait on it beside other operations.
-func (w *ObjectWork[T]) Work() *Work { return w.w }
+// Work returns the plain handle, to wait on it beside other operations
+// (nil for a nil or a zero ObjectWork; a nil *Work's Wait fails at once).
+func (w *ObjectWork[T]) Work() *Work {
+	if w == nil {
+		return nil
+	}
+	return w.w
+}
 
 // ReduceObject combines every rank's v with f and returns the result on
 // root (the zero T on the other ranks). By default f is applied strictly in
@@ -181,8 +193,8 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 	if all {
 		op = "AllReduceObject"
 	}
-	if c.be == nil {
-		return zero, fmt.Errorf("%w: %s", ErrNotMember, op)
+	if err := c.usable(op); err != nil {
+		return zero, err
 	}
 	var data []byte
 	var local *ObjectError

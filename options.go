@@ -65,6 +65,9 @@ func resolve(opts Options) (config, error) {
 		getenv = os.Getenv
 	}
 	e := env.Reader{Getenv: getenv, MPIBootstrap: mpiBootstrapper() != nil}
+	if opts.Timeout < 0 {
+		return config{}, fmt.Errorf("%w: Options.Timeout %v, want > 0 (or 0 for GOCOMM_TIMEOUT, else DefaultTimeout)", ErrInvalid, opts.Timeout)
+	}
 	cfg := config{
 		rank: opts.Rank, size: opts.Size,
 		localRank: opts.LocalRank, localSize: opts.LocalSize,

@@ -21,6 +21,9 @@ func StartSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 }
 
 func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *Work {
+	if w := c.unusable(backend.KindSend); w != nil {
+		return w
+	}
 	req := c.request(backend.KindSend, dtypeOf[T](), Sum, 0, asBytes(buf), nil)
 	req.Peer, req.Tag, req.SigCount = dst, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, dst, false, tag))
@@ -73,6 +76,9 @@ func StartRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag in
 }
 
 func startRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
+	if w := c.unusable(backend.KindRecv); w != nil {
+		return w
+	}
 	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
 	req.Peer, req.Tag, req.SigCount, req.UpTo = src, tag, len(buf), true
 	err := c.checkPeer(req.Kind, src, true, tag)
@@ -83,6 +89,9 @@ func startRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag in
 }
 
 func startRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
+	if w := c.unusable(backend.KindRecv); w != nil {
+		return w
+	}
 	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
 	req.Peer, req.Tag, req.SigCount = src, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, src, true, tag))
@@ -114,6 +123,9 @@ type P2POp[T Numeric] struct {
 // batch_isend_irecv) and returns one Work that completes when all have; its
 // error joins the failures.
 func BatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T]) *Work {
+	if err := c.usable("BatchSendRecv"); err != nil {
+		return failed(err)
+	}
 	works := make([]*Work, len(ops))
 	for i, op := range ops {
 		if op.Send {

@@ -76,17 +76,25 @@ type profilingKey struct{}
 
 // WithLogName returns a context under which operations are recorded with
 // the record name name instead of their op name: DeepSpeed's log_name.
-// Config.Ops matches it as well as the op name.
+// Config.Ops matches it as well as the op name. A nil ctx stands for
+// context.Background().
 //
 //	comm.AllReduce(comm.WithLogName(ctx, "grad_allreduce"), c, g, g, comm.Avg)
 func WithLogName(ctx context.Context, name string) context.Context {
+	if ctx == nil {
+		ctx = context.Background() // as context.WithValue cannot take nil
+	}
 	return context.WithValue(ctx, logNameKey{}, name)
 }
 
 // WithProfiling returns a context under which operations are profiled (on)
 // or not (off) whatever Config.OpsOnly and Config.Ops say; on is
-// DeepSpeed's prof=True. It does not switch a logger on.
+// DeepSpeed's prof=True. It does not switch a logger on. A nil ctx stands
+// for context.Background().
 func WithProfiling(ctx context.Context, on bool) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return context.WithValue(ctx, profilingKey{}, on)
 }
 
@@ -196,7 +204,7 @@ func callerName() string {
 
 // profiler returns c's logger, nil when it is off.
 func (c *Comm) profiler() *profiler {
-	if !profileHook {
+	if !profileHook || c == nil {
 		return nil
 	}
 	return c.prof
@@ -237,7 +245,17 @@ func (c *Comm) ResetLog() {
 // The operations LogSummary runs itself are not recorded, and it adds no
 // barrier: call it when the operations to report on are complete.
 func (c *Comm) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
+	if err := c.made("LogSummary"); err != nil {
+		return err
+	}
 	p := c.profiler()
+	if ctx == nil {
+		if straggler && p != nil && c.be != nil {
+			// A collective: the other ranks must not wait for this one.
+			return c.failCollective(backend.KindGather, errNilContext("LogSummary"))
+		}
+		return errNilContext("LogSummary")
+	}
 	if p == nil || c.be == nil {
 		return nil
 	}
@@ -284,7 +302,16 @@ const clockRounds = 8
 // clock readings with it, and their arrivals are corrected by the
 // estimated offset. It returns nil, nil when the logger is off.
 func (c *Comm) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
+	if err := c.made("StragglerReport"); err != nil {
+		return nil, err
+	}
 	p := c.profiler()
+	if ctx == nil {
+		if p != nil && c.be != nil {
+			return nil, c.failCollective(backend.KindGather, errNilContext("StragglerReport"))
+		}
+		return nil, errNilContext("StragglerReport")
+	}
 	if p == nil {
 		return nil, nil
 	}
@@ -385,6 +412,12 @@ func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[in
 // (profile.Report). With the logger off it writes a report with no
 // records.
 func (c *Comm) WriteProfileJSON(w io.Writer) error {
+	if err := c.made("WriteProfileJSON"); err != nil {
+		return err
+	}
+	if w == nil {
+		return fmt.Errorf("%w: WriteProfileJSON: nil io.Writer", ErrInvalid)
+	}
 	layout := profile.LayoutGBs
 	if p := c.profiler(); p != nil {
 		layout = p.cfg.Layout
@@ -396,6 +429,12 @@ func (c *Comm) WriteProfileJSON(w io.Writer) error {
 // (profile.WriteTrace), its times corrected by the clock offset the last
 // straggler analysis estimated, if any.
 func (c *Comm) WriteTrace(w io.Writer) error {
+	if err := c.made("WriteTrace"); err != nil {
+		return err
+	}
+	if w == nil {
+		return fmt.Errorf("%w: WriteTrace: nil io.Writer", ErrInvalid)
+	}
 	return profile.WriteTrace(w, c.worldRank(), c.ProfileRecords(), c.clockOffset())
 }
 
@@ -403,7 +442,14 @@ func (c *Comm) WriteTrace(w io.Writer) error {
 // profile.TraceFileName(world rank) and returns its path. Merge the ranks'
 // files with profile.MergeTraceDir or the commtrace command.
 func (c *Comm) WriteTraceFile(dir string) (string, error) {
-	return profile.WriteTraceFile(dir, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+	if err := c.made("WriteTraceFile"); err != nil {
+		return "", err
+	}
+	path, err := profile.WriteTraceFile(dir, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+	if err != nil {
+		return "", fmt.Errorf("comm: WriteTraceFile: %w", err)
+	}
+	return path, nil
 }
 
 func (c *Comm) worldRank() int {

@@ -117,8 +117,14 @@ type aliveMsg struct {
 // MPI backend cannot shrink. Calling it concurrently on one communicator
 // is an error of the program.
 func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
-	if c.be == nil {
-		return nil, fmt.Errorf("%w: Shrink", ErrNotMember)
+	if err := c.usable("Shrink"); err != nil {
+		return nil, err
+	}
+	if ctx == nil {
+		return nil, errNilContext("Shrink")
+	}
+	if c.closedNow() {
+		return nil, fmt.Errorf("%w: Shrink", ErrClosed)
 	}
 	root := c.root()
 	st := &root.shrink

@@ -21,8 +21,8 @@ import (
 // a Split). On a backend that cannot tell hosts apart (backend.HostLayout)
 // the ranks compare their hostnames instead.
 func (c *Comm) SplitByHost(ctx context.Context) (*Comm, error) {
-	if c.be == nil {
-		return nil, fmt.Errorf("%w: SplitByHost", ErrNotMember)
+	if err := c.usable("SplitByHost"); err != nil {
+		return nil, err
 	}
 	hosts := c.hostLayout()
 	if hosts == nil {
@@ -59,6 +59,9 @@ func (c *Comm) NodeCount() int {
 
 // hostLayout is the backend's host index of every rank of c, or nil.
 func (c *Comm) hostLayout() []int {
+	if c == nil {
+		return nil
+	}
 	hl, ok := c.be.(backend.HostLayout)
 	if !ok {
 		return nil

@@ -49,11 +49,15 @@ const maxUserOps = 256 - int(core.FirstUserOp)
 // with an error naming the op and the backend that wraps
 // backend.ErrUserOpUnsupported (PreMulSum runs everywhere).
 func NewOp[T Numeric](c *Comm, name string, f func(inout, in []T), commutative bool) (ReduceOp, error) {
+	world, err := c.opWorld("NewOp")
+	if err != nil {
+		return 0, err
+	}
 	if f == nil {
 		return 0, fmt.Errorf("%w: NewOp %q: the function is nil", ErrInvalid, name)
 	}
 	u := &userOp{be: backend.UserOp{Name: name, DType: dtypeOf[T](), Commutative: commutative}}
-	log := c.root().log
+	log := world.log
 	u.be.Reduce = func(inout, in []byte) (err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -64,7 +68,7 @@ func NewOp[T Numeric](c *Comm, name string, f func(inout, in []T), commutative b
 		f(viewAs[T](inout), viewAs[T](in))
 		return nil
 	}
-	return c.root().ops.add(u)
+	return world.ops.add(u)
 }
 
 // PreMulSum makes the op torch calls premul_sum: each rank's input is
@@ -78,17 +82,37 @@ func NewOp[T Numeric](c *Comm, name string, f func(inout, in []T), commutative b
 // c's world and is made in the same order on every rank; FreeOp releases
 // it.
 func PreMulSum[T Numeric](c *Comm, scalar T) (ReduceOp, error) {
+	world, err := c.opWorld("PreMulSum")
+	if err != nil {
+		return 0, err
+	}
 	u := &userOp{
 		be:    backend.UserOp{Name: fmt.Sprintf("PreMulSum(%v)", scalar), DType: dtypeOf[T](), Commutative: true},
 		scale: scaler(scalar),
 	}
-	return c.root().ops.add(u)
+	return world.ops.add(u)
+}
+
+// opWorld is the world whose op table c's ops go to, or why there is
+// none: c is nil or a zero Comm (ErrInvalid), or its world is closed.
+// A group this rank is not a member of has its world's table.
+func (c *Comm) opWorld(op string) (*Comm, error) {
+	if err := c.made(op); err != nil {
+		return nil, err
+	}
+	if c.closedNow() {
+		return nil, fmt.Errorf("%w: %s", ErrClosed, op)
+	}
+	return c.root(), nil
 }
 
 // FreeOp releases an op made by NewOp or PreMulSum (MPI_Op_free);
 // collectives already started with it finish with it. Its handle may be
 // handed out again, so free in the same order on every rank.
 func (c *Comm) FreeOp(op ReduceOp) error {
+	if err := c.made("FreeOp"); err != nil {
+		return err
+	}
 	if !c.root().ops.remove(op) {
 		return fmt.Errorf("%w: FreeOp(%v): not a live op made by NewOp or PreMulSum on this world", ErrInvalid, op)
 	}
@@ -221,8 +245,8 @@ var ErrUserOpUnsupported = backend.ErrUserOpUnsupported
 // error wrapping ErrUserOpUnsupported that names the backend. PreMulSum's
 // ops run on every backend. Safe for concurrent use.
 func (c *Comm) UserOps() error {
-	if c.be == nil {
-		return fmt.Errorf("%w: UserOps", ErrNotMember)
+	if err := c.usable("UserOps"); err != nil {
+		return err
 	}
 	runner, ok := c.be.(backend.UserOpRunner)
 	if !ok {

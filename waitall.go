@@ -10,7 +10,9 @@ import (
 // WaitAll waits until every Work of works is done (MPI_Waitall) and
 // returns their errors joined, each prefixed with its index in works; nil
 // when all succeeded. Nil entries are skipped (there is nothing to wait
-// for), as MPI skips MPI_REQUEST_NULL. Works already done count at once.
+// for), as MPI skips MPI_REQUEST_NULL. Works already done count at once;
+// a zero Work, which no Start function made, counts as failed with
+// ErrInvalid, and so does a nil ctx.
 //
 // If ctx ends first, WaitAll returns an error wrapping ctx.Err() that says
 // how many works are still running, joined with the errors of the works
@@ -19,6 +21,9 @@ import (
 // the communicator). WaitAll may be called from several goroutines on the
 // same works.
 func WaitAll(ctx context.Context, works ...*Work) error {
+	if ctx == nil {
+		return errNilContext("WaitAll")
+	}
 	errs := make([]error, 0, len(works))
 	for i, w := range works {
 		if w == nil {
@@ -37,7 +42,7 @@ func WaitAll(ctx context.Context, works ...*Work) error {
 			}
 		}
 		if err := w.Err(); err != nil {
-			errs = append(errs, fmt.Errorf("work %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("comm: WaitAll: work %d: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -48,11 +53,14 @@ func WaitAll(ctx context.Context, works ...*Work) error {
 // lowest index among them, so a loop that waits for and then drops the
 // returned work sees every work once. Nil entries are skipped; if works
 // holds no Work at all, WaitAny returns -1 and an error wrapping
-// ErrInvalid rather than wait for nothing.
+// ErrInvalid rather than wait for nothing (a nil ctx is ErrInvalid too).
 //
 // If ctx ends before any work is done, WaitAny returns -1 and an error
 // wrapping ctx.Err(); the works go on (see WaitAll).
 func WaitAny(ctx context.Context, works ...*Work) (int, error) {
+	if ctx == nil {
+		return -1, errNilContext("WaitAny")
+	}
 	cases := make([]reflect.SelectCase, 0, len(works)+1)
 	index := make([]int, 0, len(works))
 	for i, w := range works {

@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -127,17 +128,31 @@ func (w *Work) execute() {
 	w.ctx = nil
 }
 
-// Wait blocks until the operation is complete and returns its error.
+// Wait blocks until the operation is complete and returns its error. A nil
+// *Work, or a zero Work not made by a Start function, is done at once
+// with an error wrapping ErrInvalid.
 func (w *Work) Wait() error {
+	if err := w.unmade(); err != nil {
+		return err
+	}
 	<-w.done
 	return w.err
 }
 
-// Done is closed when the operation is complete.
-func (w *Work) Done() <-chan struct{} { return w.done }
+// Done is closed when the operation is complete (at once for a nil or a
+// zero Work: see Wait).
+func (w *Work) Done() <-chan struct{} {
+	if w.unmade() != nil {
+		return closedChan
+	}
+	return w.done
+}
 
 // Err is the operation's error once Done is closed (nil before).
 func (w *Work) Err() error {
+	if err := w.unmade(); err != nil {
+		return err
+	}
 	select {
 	case <-w.done:
 		return w.err
@@ -149,6 +164,9 @@ func (w *Work) Err() error {
 // Source is the sender of a completed Recv (useful with AnySource); -1 for
 // other operations or before completion.
 func (w *Work) Source() int {
+	if w.unmade() != nil {
+		return -1
+	}
 	select {
 	case <-w.done:
 		return w.source
@@ -161,6 +179,9 @@ func (w *Work) Source() int {
 // RecvUpTo, at most the buffer's length); -1 for other operations, a
 // failed Recv, or before completion.
 func (w *Work) Count() int {
+	if w.unmade() != nil {
+		return -1
+	}
 	select {
 	case <-w.done:
 		if w.source >= 0 {
@@ -169,6 +190,21 @@ func (w *Work) Count() int {
 	default:
 	}
 	return -1
+}
+
+// closedChan is Done's answer for a Work that no Start function made.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// unmade says why w is not a handle a Start function returned (nil, or a
+// zero Work, whose Wait would otherwise block for ever), else nil.
+func (w *Work) unmade() error {
+	switch {
+	case w == nil:
+		return fmt.Errorf("%w: a nil *Work: wait on what a Start function returned", ErrInvalid)
+	case w.done == nil:
+		return fmt.Errorf("%w: a zero Work: only Start functions make Works", ErrInvalid)
+	}
+	return nil
 }
 
 // failed returns a completed Work carrying err; async and sync only report
@@ -190,14 +226,17 @@ func invalid(kind backend.Kind, format string, args ...any) error {
 // own validation, fail at once with this rank's reason instead of waiting
 // for it.
 func (c *Comm) startCollective(ctx context.Context, req *backend.Request, verr error) *Work {
-	if c.be == nil {
-		return failed(fmt.Errorf("%w: %v on a group that does not contain this rank", ErrNotMember, req.Kind))
+	if err := c.usable(req.Kind.String()); err != nil {
+		return failed(err)
 	}
 	seq, err := c.nextSeq()
 	if err != nil {
 		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Err: err})
 	}
 	req.Seq = seq
+	if verr == nil && ctx == nil {
+		verr = errNilContext(req.Kind.String())
+	}
 	if verr != nil {
 		err := &OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: seq, Err: verr}
 		c.be.Abort(err)
@@ -208,8 +247,11 @@ func (c *Comm) startCollective(ctx context.Context, req *backend.Request, verr e
 
 // startP2P runs a point-to-point request; a validation error is only local.
 func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *Work {
-	if c.be == nil {
-		return failed(fmt.Errorf("%w: %v on a group that does not contain this rank", ErrNotMember, req.Kind))
+	if err := c.usable(req.Kind.String()); err != nil {
+		return failed(err)
+	}
+	if verr == nil && ctx == nil {
+		verr = errNilContext(req.Kind.String())
 	}
 	if verr != nil {
 		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: verr})
@@ -221,6 +263,52 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: ErrClosed})
 	}
 	return c.launch(ctx, req)
+}
+
+// usable says why no operation can run on c, before anything reads its
+// rank or size: c is nil, a zero Comm, or a group this rank is not a
+// member of (whose rank is -1 and size may be 0). op names the operation.
+func (c *Comm) usable(op string) error {
+	switch {
+	case c == nil:
+		return fmt.Errorf("%w: %s on a nil *Comm: pass a communicator from Init, NewLocalWorld, NewGroup, Split or Shrink", ErrInvalid, op)
+	case c.be == nil && c.world == nil:
+		return fmt.Errorf("%w: %s on a zero Comm: communicators come from Init, NewLocalWorld, NewGroup, Split or Shrink", ErrInvalid, op)
+	case c.be == nil:
+		return fmt.Errorf("%w: %s on a group that does not contain this rank", ErrNotMember, op)
+	}
+	return nil
+}
+
+// made is usable for the calls that a group this rank is not a member of
+// answers too: it refuses only a nil or a zero Comm.
+func (c *Comm) made(op string) error {
+	if err := c.usable(op); err != nil && !errors.Is(err, ErrNotMember) {
+		return err
+	}
+	return nil
+}
+
+// unusable is usable as the failed Work of a Start function, or nil.
+func (c *Comm) unusable(kind backend.Kind) *Work {
+	if err := c.usable(kind.String()); err != nil {
+		return failed(err)
+	}
+	return nil
+}
+
+// failCollective fails a collective built of several (object collectives,
+// the straggler report) before it starts, as a collective with a bad
+// argument fails: the error consumes a sequence number and aborts the
+// world, so that the other ranks fail at once with this rank's reason
+// instead of waiting for it. c must be usable.
+func (c *Comm) failCollective(kind backend.Kind, err error) error {
+	return c.startCollective(context.Background(), c.request(kind, backend.Byte, Sum, 0, nil, nil), err).sync()
+}
+
+// errNilContext is the error of a call of op given a nil context.
+func errNilContext(op string) error {
+	return fmt.Errorf("%w: %s: nil context: pass context.Background() or one with a deadline", ErrInvalid, op)
 }
 
 func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {

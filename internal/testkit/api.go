@@ -1,0 +1,97 @@
+package testkit
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// APIShape describes one exported function or method as ExportedAPI found
+// it.
+type APIShape struct {
+	// Context: one of its parameters is a context.Context.
+	Context bool
+	// Comm: it takes a *Comm (the comm package's own, or comm.Comm
+	// elsewhere) as its receiver or a parameter.
+	Comm bool
+}
+
+// ExportedAPI parses the non-test Go files of the package in dir and
+// returns its exported functions ("Name") and the exported methods of its
+// exported types ("Type.Method", generic or not), with their shapes.
+// Tests that must cover a package's whole API (the malformed-call tests)
+// compare their tables with it, so that a new function cannot be added
+// without its cases. Files with build constraints are read too: the API
+// is the union over builds.
+func ExportedAPI(dir string) (map[string]APIShape, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	api := map[string]APIShape{}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || !fd.Name.IsExported() {
+				continue
+			}
+			key := fd.Name.Name
+			var shape APIShape
+			if fd.Recv != nil {
+				recv := receiverName(fd.Recv.List[0].Type)
+				if !ast.IsExported(recv) {
+					continue
+				}
+				key = recv + "." + key
+				shape.Comm = recv == "Comm"
+			}
+			for _, p := range fd.Type.Params.List {
+				shape.Context = shape.Context || isSelector(p.Type, "Context")
+				if star, ok := p.Type.(*ast.StarExpr); ok && (isIdent(star.X, "Comm") || isSelector(star.X, "Comm")) {
+					shape.Comm = true
+				}
+			}
+			api[key] = shape
+		}
+	}
+	return api, nil
+}
+
+// receiverName is the type name of a method's receiver (generic or not).
+func receiverName(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	switch x := e.(type) {
+	case *ast.IndexExpr:
+		e = x.X
+	case *ast.IndexListExpr:
+		e = x.X
+	}
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+func isSelector(e ast.Expr, name string) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == name
+}
