@@ -39,6 +39,9 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
+# A signal ends the script through its EXIT trap (sh skips it otherwise).
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # With Open MPI's headers, a commbench with gocomm's MPI backend (the
 # mpi-backend series); otherwise that series is reported as not run.
 tags=""
