@@ -111,7 +111,9 @@ func (r *flightRecorder) exit(ord uint64, err error) {
 	r.mu.Lock()
 	e := &r.ring[ord%flightRingSize]
 	if e.ord == ord {
-		e.exit = now
+		// internal/clock may step back by microseconds when it corrects
+		// its rate: never record a departure before the arrival.
+		e.exit = max(now, e.enter)
 		if err != nil {
 			e.state, e.err = flightFailed, err
 		} else {
