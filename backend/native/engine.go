@@ -176,13 +176,13 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		case len(st.Recvs) > 0 && e.startableSends(st.Sends):
 			started = e.startSends(ctx, i, st.Sends)
 		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
-			if err := e.sends(ctx, i, st.Sends, e.sendBufs); err != nil || len(st.Recvs) == 0 {
+			if err := e.sends(ctx, i, st.Sends, e.sendBufs, true); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
 		default:
 			sendDone = make(chan error, 1)
 			bufs := e.sendBufs
-			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs) }()
+			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs, false) }()
 		}
 	}
 	var err error
@@ -192,7 +192,15 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		err = e.recvAll(ctx, i, st.Recvs)
 	}
 	if sendDone != nil {
-		if serr := <-sendDone; err == nil {
+		// The sends' goroutine does not mark its waits (they would hide
+		// the receives'); a single send still unfinished is marked here.
+		var tok uint64
+		if len(st.Sends) == 1 {
+			tok = e.c.root().waits.begin(e.c.members[st.Sends[0].Peer])
+		}
+		serr := <-sendDone
+		e.c.root().waits.end(tok)
+		if err == nil {
 			err = serr
 		}
 	}
@@ -316,12 +324,18 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 // between the same two ranks in that step.
 func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64(ord) }
 
-func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte) error {
+// sends sends a step's messages in order. track marks each send as a wait
+// (waitWatch): only on the collective's own goroutine, whose marks are the
+// only ones.
+func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track bool) error {
+	var waits *waitWatch
+	if track {
+		waits = e.c.root().waits
+	}
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
-		waits := e.c.root().waits
 		tok := waits.begin(e.c.members[x.Peer])
 		err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j])
 		waits.end(tok)
