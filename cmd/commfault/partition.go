@@ -17,7 +17,7 @@ type partitionResult struct {
 	setupErr error
 	ranks    int
 	named    int             // ranks whose error names a rank across the partition
-	inTime   int             // ranks that failed within the timeout (+ slack)
+	inTime   int             // ranks that failed within the timeout (+ slack) of their operation's start, or of the cut if later
 	hangs    int             // ranks still running at the hang limit
 	times    []time.Duration // partition to each rank's error
 	detail   []string
@@ -85,7 +85,14 @@ func runPartition(ctx context.Context, p params) partitionResult {
 		d := max(ev.at.Sub(cut), 0)
 		res.times = append(res.times, d)
 		var faults []string
-		if d <= p.timeout+partitionSlack {
+		// The timeout bounds each operation: one that began after the
+		// cut (the one in flight then completed, its messages already
+		// sent) may run until its own timeout.
+		from, began := cut, ""
+		if ev.began.After(cut) {
+			from, began = ev.began, fmt.Sprintf(", its all-reduce began %v after the cut", ev.began.Sub(cut).Round(time.Millisecond))
+		}
+		if ev.at.Sub(from) <= p.timeout+partitionSlack {
 			res.inTime++
 		} else {
 			faults = append(faults, "late")
@@ -100,7 +107,7 @@ func runPartition(ctx context.Context, p params) partitionResult {
 		if len(faults) > 0 {
 			note = " (" + strings.Join(faults, ", ") + ")"
 		}
-		res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v%s: %s %s", ev.rank, hostOf[ev.rank], d.Round(time.Millisecond), note, ev.kind, ev.text))
+		res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v%s%s: %s %s", ev.rank, hostOf[ev.rank], d.Round(time.Millisecond), began, note, ev.kind, ev.text))
 	}
 	res.hangs = len(left)
 	for _, r := range left {
