@@ -95,6 +95,7 @@ func (e *execution) span(b algo.Buf, off, n int) []byte {
 // the whole world: the other ranks are mid-collective too and would
 // otherwise wait for messages that never come.
 func (e *execution) run(ctx context.Context, plan algo.Plan) error {
+	defer e.c.root().waits.done() // the waits it marks end with it
 	// Reducing receives land in scratch first. A step with one receive
 	// needs room for it; a step with several posts them all at once (so
 	// that pieces of a pipelined message stream in while earlier ones are
@@ -194,21 +195,16 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	if sendDone != nil {
 		// The sends' goroutine does not mark its waits (they would hide
 		// the receives'); a single send still unfinished is marked here.
-		var tok uint64
 		if len(st.Sends) == 1 {
-			tok = e.c.root().waits.begin(e.c.members[st.Sends[0].Peer])
+			e.c.root().waits.begin(e.c.members[st.Sends[0].Peer])
 		}
-		serr := <-sendDone
-		e.c.root().waits.end(tok)
-		if err == nil {
+		if serr := <-sendDone; err == nil {
 			err = serr
 		}
 	}
 	for _, s := range started {
-		tok := e.c.root().waits.begin(e.c.members[s.peer])
-		serr := s.finish(ctx)
-		e.c.root().waits.end(tok)
-		if serr != nil && err == nil {
+		e.c.root().waits.begin(e.c.members[s.peer])
+		if serr := s.finish(ctx); serr != nil && err == nil {
 			err = e.fail(ctx, s.peer, i, "sending to", serr)
 		}
 	}
@@ -304,9 +300,8 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 	var first error
 	waits := e.c.root().waits
 	for j, x := range xs {
-		tok := waits.begin(e.c.members[x.Peer])
+		waits.begin(e.c.members[x.Peer])
 		err := <-done[j] // drain every receive before returning: they write our buffers
-		waits.end(tok)
 		switch {
 		case first != nil:
 		case err != nil:
@@ -324,22 +319,18 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 // between the same two ranks in that step.
 func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64(ord) }
 
-// sends sends a step's messages in order. track marks each send as a wait
-// (waitWatch): only on the collective's own goroutine, whose marks are the
-// only ones.
+// sends sends a step's messages in order. track marks each large send as
+// a wait (waitWatch; a small one never waits for the peer): only on the
+// collective's own goroutine, whose marks are the only ones.
 func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track bool) error {
-	var waits *waitWatch
-	if track {
-		waits = e.c.root().waits
-	}
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
-		tok := waits.begin(e.c.members[x.Peer])
-		err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j])
-		waits.end(tok)
-		if err != nil {
+		if track && len(bufs[j]) > inlineSendBytes {
+			e.c.root().waits.begin(e.c.members[x.Peer])
+		}
+		if err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j]); err != nil {
 			return e.fail(ctx, x.Peer, step, "sending to", err)
 		}
 	}
@@ -356,11 +347,8 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 		into, fromSrc = scratch[:len(dst)], e.covered(x.Off, x.Len)
 	}
 	e.drop(x.Off, x.Off+x.Len)
-	waits := e.c.root().waits
-	tok := waits.begin(e.c.members[x.Peer])
-	_, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into)
-	waits.end(tok)
-	if err != nil {
+	e.c.root().waits.begin(e.c.members[x.Peer])
+	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
 		return e.fail(ctx, x.Peer, step, "waiting for", err)
 	}
 	if x.Reduce {

@@ -11,19 +11,25 @@ import (
 // transport.WaitNotifier endpoint), so that a rank whose wait for it
 // times out can name the rank at the end of the chain of waits at once:
 // the rank a hierarchical step's leader waits for on a lost host, say,
-// rather than the leader. The collective's goroutine only marks the start
-// and end of each wait (a few atomic operations); a watcher goroutine,
-// running only while waits happen, notices a wait that lasts and sends
-// the notices.
+// rather than the leader. The collective's goroutine only marks whom it
+// waits for (an atomic store when the peer changes, a load when it does
+// not: atomic read-modify-writes cost 50-80 ns each on a loaded VM) and
+// clears the mark when it returns; a watcher goroutine, running only
+// while collectives run, notices a mark that lasts and sends the notices.
+// Between two waits of a collective the mark stays on the last peer: a
+// step's local work that outlasts an interval may be told as a wait.
 
 // waitWatch is a world's record of the peer it waits for.
 type waitWatch struct {
 	wn       transport.WaitNotifier // nil: nothing to tell
 	interval time.Duration          // how often the watcher looks
-	// slot is the current wait: a generation number << waitPeerBits |
-	// (world rank waited for + 1); low bits zero when nothing waits.
-	slot    atomic.Uint64
-	gen     atomic.Uint64
+	// slot is the current wait: the epoch it began in << waitPeerBits |
+	// (world rank waited for + 1); zero when nothing waits.
+	slot atomic.Uint64
+	// epoch counts the watcher's looks (and starts): a wait that began
+	// in epoch e has lasted at least an interval once epoch is e+2. A
+	// load, not a counter bumped by every wait, keeps begin cheap.
+	epoch   atomic.Uint64
 	noticed atomic.Uint64 // the slot value last told to the peers
 	running atomic.Bool   // a watcher goroutine runs
 	poke    chan struct{} // wakes the watcher at the end of a noticed wait
@@ -59,31 +65,49 @@ func newWaitWatch(ep transport.Endpoint, timeout time.Duration) *waitWatch {
 	return w
 }
 
-// begin marks the start of a wait for world rank peer and returns the
-// token end takes. Safe on a nil or inactive watch.
-func (w *waitWatch) begin(peer int) uint64 {
+// begin marks the start of a wait for world rank peer. A mark stands
+// until the next, or until done: a collective marks each wait it starts
+// and calls done when it returns. Marking the wait already marked (the
+// same peer, within the same epoch) costs a load. Safe on a nil or
+// inactive watch.
+func (w *waitWatch) begin(peer int) {
 	if w == nil || w.wn == nil {
-		return 0
+		return
 	}
-	v := w.gen.Add(1)<<waitPeerBits | uint64(peer+1)
+	v := w.epoch.Load()<<waitPeerBits | uint64(peer+1)
+	old := w.slot.Load()
+	if old == v {
+		return
+	}
 	w.slot.Store(v)
+	if old != 0 && w.noticed.Load() == old {
+		w.wake() // the wait the peers know of has ended: retract it now
+	}
 	if !w.running.Load() && w.running.CompareAndSwap(false, true) {
 		go w.watch()
 	}
-	return v
 }
 
-// end marks the end of the wait begin returned v for.
-func (w *waitWatch) end(v uint64) {
-	if v == 0 {
+// done marks the end of a collective's waits.
+func (w *waitWatch) done() {
+	if w == nil || w.wn == nil {
 		return
 	}
-	w.slot.CompareAndSwap(v, v&^waitPeerMask)
-	if w.noticed.Load() == v {
-		select {
-		case w.poke <- struct{}{}:
-		default:
-		}
+	old := w.slot.Load()
+	if old == 0 {
+		return
+	}
+	w.slot.Store(0)
+	if w.noticed.Load() == old {
+		w.wake()
+	}
+}
+
+// wake has the watcher look at once.
+func (w *waitWatch) wake() {
+	select {
+	case w.poke <- struct{}{}:
+	default:
 	}
 }
 
@@ -94,16 +118,15 @@ func (w *waitWatch) close() {
 	}
 }
 
-// watch is the watcher goroutine. It tells the peers about a wait it has
-// seen last for at least half an interval, renews the notice while the
-// wait goes on, retracts it when the wait ends, and returns once nothing
-// has waited for a few intervals.
+// watch is the watcher goroutine. It tells the peers about a wait that
+// has lasted at least an interval, renews the notice while the wait goes
+// on, retracts it when the wait ends, and returns once nothing has waited
+// for a few intervals.
 func (w *waitWatch) watch() {
+	w.epoch.Add(1) // waits that began before this goroutine count from now
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
-	var seen uint64 // the wait being watched
-	var seenAt time.Time
-	told := false // the peers were told of a wait not retracted yet
+	told := uint64(0) // the wait the peers were told of, not retracted yet
 	idle := 0
 	for {
 		select {
@@ -111,26 +134,20 @@ func (w *waitWatch) watch() {
 			w.running.Store(false)
 			return
 		case <-t.C:
+			w.epoch.Add(1)
 		case <-w.poke:
 		}
 		v := w.slot.Load()
-		now := time.Now()
-		if v&waitPeerMask == 0 {
-			v = 0
-		}
 		switch {
-		case v != 0 && v == seen && now.Sub(seenAt) >= w.interval/2:
+		case v != 0 && w.epoch.Load() >= v>>waitPeerBits+2:
 			w.noticed.Store(v)
 			w.wn.NoteWaiting(int(v&waitPeerMask)-1, noticeValid(w.interval))
-			told = true
-		case v != seen && told:
+			told = v
+		case told != 0 && v != told:
 			w.wn.NoteWaiting(-1, 0)
-			told = false
+			told = 0
 		}
-		if v != seen {
-			seen, seenAt = v, now
-		}
-		if v != 0 || told {
+		if v != 0 || told != 0 {
 			idle = 0
 			continue
 		}
@@ -140,7 +157,7 @@ func (w *waitWatch) watch() {
 		// Nothing waits: stop, unless a wait began meanwhile and saw this
 		// goroutine still running.
 		w.running.Store(false)
-		if w.slot.Load()&waitPeerMask == 0 || !w.running.CompareAndSwap(false, true) {
+		if w.slot.Load() == 0 || !w.running.CompareAndSwap(false, true) {
 			return
 		}
 		idle = 0
