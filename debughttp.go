@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gocomm/comm/backend"
 )
 
 // debugServer is a world's debug endpoints; the zero value has none.
@@ -227,7 +229,11 @@ func (c *Comm) handDebugTo(nc *Comm) error {
 // other ranks.
 func (c *Comm) startFlightExchange() error {
 	if c.flight != nil && c.store != nil && c.size > 1 {
-		c.flight.startWatcher(c.store, c.timeout)
+		var failed <-chan struct{}
+		if fs, ok := c.be.(backend.FailureSignal); ok {
+			failed = fs.Failed()
+		}
+		c.flight.startWatcher(c.store, c.timeout, failed)
 	}
 	return nil
 }

@@ -65,33 +65,62 @@ type flightExchange struct {
 // the watcher gives up on the store.
 const watcherMaxFailures = 5
 
-// flightGrace is how long the exchange waits for answers: a tenth of the
-// communicator's timeout, within [1s, 10s].
+// flightGrace is how long the exchange waits for answers: a fortieth of
+// the communicator's timeout, within [200ms, 10s]. It is what a timed-out
+// operation's error takes past the timeout when a rank does not answer
+// (dead, or beyond a partition), so it is short; a live rank answers in a
+// few store round trips, since the abort that comes with the incident
+// wakes its watcher.
 func flightGrace(timeout time.Duration) time.Duration {
-	return min(max(timeout/10, time.Second), 10*time.Second)
+	return min(max(timeout/40, 200*time.Millisecond), 10*time.Second)
 }
 
+// watcherInterval is how often the watcher looks for an incident while
+// the world is sound: a fortieth of the timeout, within [250ms, 1s].
+func watcherInterval(timeout time.Duration) time.Duration {
+	return min(max(timeout/40, 250*time.Millisecond), time.Second)
+}
+
+// watcherFastInterval is how often the watcher looks once the world has
+// failed (an incident is then posted within moments, or never), for
+// watcherFastPolls looks at most.
+const (
+	watcherFastInterval = 20 * time.Millisecond
+	watcherFastPolls    = 100
+)
+
 // startWatcher starts the goroutine that answers other ranks' incidents
-// with this rank's recorders. It polls the store (a Check every quarter of
-// the grace period, at most every second) rather than blocking in it, so
-// that a file store is not read a hundred times a second for the life of
-// the job.
-func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration) {
+// with this rank's recorders. It polls the store (a Check every
+// watcherInterval) rather than blocking in it, so that a file store is
+// not read a hundred times a second for the life of the job; once failed
+// is closed (the world failed: a timed-out rank's abort arrives just
+// before its incident is posted) it polls every watcherFastInterval for a
+// while, so that it answers well within the exchange's grace. failed may
+// be nil.
+func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration, failed <-chan struct{}) {
 	x := &f.exchange
 	x.store, x.rank, x.grace = store, f.rank, flightGrace(timeout)
 	ctx, cancel := context.WithCancel(context.Background())
 	x.stop, x.done = cancel, make(chan struct{})
-	interval := min(x.grace/4, time.Second)
+	interval := watcherInterval(timeout)
 	go func() {
 		defer close(x.done)
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		failures := 0
+		failures, fast := 0, 0
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-failed:
+				failed, fast = nil, watcherFastPolls
+				t.Reset(watcherFastInterval)
+			}
+			if fast > 0 {
+				if fast--; fast == 0 {
+					t.Reset(interval)
+				}
 			}
 			// Bounded: a store whose server is gone must not hold the
 			// watcher in a dial loop. One failed Check (a reset

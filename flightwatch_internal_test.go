@@ -35,7 +35,7 @@ func TestWatcherSurvivesAFailedCheck(t *testing.T) {
 	store := &flakyStore{Store: mem}
 	store.fails.Store(2)
 	f := &flightWorld{rank: 3, size: 4}
-	f.startWatcher(store, time.Second) // grace 1 s: a Check every 250 ms
+	f.startWatcher(store, time.Second, nil) // a Check every 250 ms
 	defer f.stopWatcher()
 	for start := time.Now(); store.checks.Load() < 3; time.Sleep(20 * time.Millisecond) {
 		if time.Since(start) > 10*time.Second {
@@ -63,7 +63,7 @@ func TestWatcherSurvivesAFailedCheck(t *testing.T) {
 	broken := &flakyStore{Store: rendezvous.NewMemStore()}
 	broken.fails.Store(1 << 30)
 	g := &flightWorld{rank: 0, size: 2}
-	g.startWatcher(broken, time.Second)
+	g.startWatcher(broken, time.Second, nil)
 	select {
 	case <-g.exchange.done:
 	case <-time.After(10 * time.Second):

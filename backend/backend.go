@@ -236,6 +236,14 @@ type LocalInfo interface {
 	Local() (rank, size int)
 }
 
+// FailureSignal is implemented by communicators that can say when their
+// world has failed: aborted (here or by a peer), a peer lost, or closed.
+type FailureSignal interface {
+	// Failed returns a channel closed once the world has failed; nil
+	// when the communicator cannot tell.
+	Failed() <-chan struct{}
+}
+
 // Open opens a world communicator with the named driver.
 func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	registry.mu.Lock()

@@ -41,7 +41,10 @@
 // fails only the receives it alone could serve and sends to it, with
 // ErrPeerClosed. Abort fails everything locally and aborts every peer with
 // a *RemoteAbortError. Close fails pending operations with ErrClosed and
-// waits for every goroutine the endpoint started.
+// waits for every goroutine the endpoint started. Every endpoint is also a
+// WaitNotifier: a rank tells its peers whom it has long been waiting for
+// (a waiting frame), so that a rank whose own wait times out can name the
+// rank at the end of that chain; and a FailureSignal (Failed).
 //
 // Platforms. Shared memory (mmap, futexes, process_vm_readv) and polling
 // reads are Linux's (shm_linux.go, tcp_poll_linux.go). Other platforms,

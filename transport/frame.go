@@ -13,7 +13,7 @@ import (
 //	off size field
 //	  0    4 magic "GCOM"
 //	  4    1 version
-//	  5    1 frame type (data, abort, goodbye)
+//	  5    1 frame type (data, abort, goodbye, waiting)
 //	  6    2 reserved, zero
 //	  8    8 Comm
 //	 16    8 Seq
@@ -38,7 +38,10 @@ import (
 // has its address: Comm is the FailureKind, Seq the world rank that
 // failed first plus one, Tag the rank that reported it plus one (zero:
 // not known). A goodbye frame has no payload and is the last frame on a
-// connection.
+// connection. A waiting frame has no payload either: Comm is the world
+// rank the sender waits for plus one (zero: it waits for nobody any more)
+// and Seq how many milliseconds the notice holds unless renewed (see
+// WaitNotifier).
 const (
 	frameMagic   = 0x4d4f4347 // "GCOM" little-endian
 	frameVersion = 1
@@ -60,7 +63,11 @@ const (
 	frameData frameType = iota + 1
 	frameAbort
 	frameGoodbye
+	frameWaiting
 )
+
+// maxWaitingValid bounds how long a waiting frame may say it holds.
+const maxWaitingValid = 3_600_000 // milliseconds
 
 func (t frameType) String() string {
 	switch t {
@@ -70,6 +77,8 @@ func (t frameType) String() string {
 		return "abort"
 	case frameGoodbye:
 		return "goodbye"
+	case frameWaiting:
+		return "waiting"
 	}
 	return fmt.Sprintf("frameType(%d)", uint8(t))
 }
@@ -162,6 +171,10 @@ func decodeFrameHeader(b []byte, maxFragment int) (frameHeader, error) {
 	case frameGoodbye:
 		if fh.total != 0 {
 			return fh, fmt.Errorf("%w: goodbye frame with a %d-byte payload", errBadFrame, fh.total)
+		}
+	case frameWaiting:
+		if fh.total != 0 || fh.h.Seq > maxWaitingValid {
+			return fh, fmt.Errorf("%w: waiting frame with a %d-byte payload or holding %d ms (limit %d)", errBadFrame, fh.total, fh.h.Seq, maxWaitingValid)
 		}
 	default:
 		return fh, fmt.Errorf("%w: unknown frame type %d", errBadFrame, b[5])

@@ -78,6 +78,7 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(encodeFrame(frameHeader{typ: frameData, total: 1 << 40, offset: 1<<40 - 5, fragLen: 5}), 8)
 	f.Add(encodeFrame(frameHeader{typ: frameAbort, total: 3, fragLen: 3}), 1)
 	f.Add(encodeFrame(frameHeader{typ: frameGoodbye}), 1)
+	f.Add(encodeFrame(frameHeader{typ: frameWaiting, h: Header{Comm: 3, Seq: 1500}}), 1)
 	f.Add([]byte("GET / HTTP/1.1\r\n"), 1024)
 	f.Fuzz(func(t *testing.T, b []byte, maxFragment int) {
 		fh, err := decodeFrameHeader(b, maxFragment)
@@ -92,6 +93,9 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 		if fh.typ == frameAbort && fh.total > maxAbortReason {
 			t.Fatalf("abort reason of %d bytes", fh.total)
+		}
+		if fh.typ == frameWaiting && (fh.total != 0 || fh.h.Seq > maxWaitingValid) {
+			t.Fatalf("waiting frame with %d bytes, holding %d ms", fh.total, fh.h.Seq)
 		}
 		if !bytes.Equal(encodeFrame(fh), b[:headerSize]) {
 			t.Fatalf("re-encoding differs")

@@ -24,6 +24,7 @@ func FuzzConnStream(f *testing.F) {
 	f.Add(two)
 	f.Add(append(msg(Header{Seq: 1}, 3, 0, []byte("xyz")), frameBytes(frameHeader{typ: frameGoodbye}, nil)...))
 	f.Add(frameBytes(frameHeader{typ: frameAbort, total: 4, fragLen: 4}, []byte("boom")))
+	f.Add(frameBytes(frameHeader{typ: frameWaiting, h: Header{Comm: 2, Seq: 1500}}, nil))
 	f.Add(msg(Header{Tag: 1}, 0, 0, nil))
 	f.Add(msg(Header{Seq: 1, Sig: Signature{Count: 3}}, 100, 0, make([]byte, 64)))
 	f.Add(msg(Header{}, 1<<40, 0, make([]byte, 64)))

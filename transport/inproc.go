@@ -20,6 +20,8 @@ type Inproc struct {
 	rank  int
 	world []*Inproc // shared by every endpoint of the world; read-only
 	mb    *mailbox
+	// notices holds what peers said they wait for (WaitNotifier).
+	notices waitNotices
 
 	mu        sync.Mutex // protects following
 	abortSent bool       // Abort was called
@@ -34,7 +36,7 @@ func NewInprocWorld(size int, opts InprocOptions) []*Inproc {
 	}
 	world := make([]*Inproc, size)
 	for i := range world {
-		world[i] = &Inproc{rank: i, world: world, mb: newMailbox(i, size)}
+		world[i] = &Inproc{rank: i, world: world, mb: newMailbox(i, size), notices: newWaitNotices(size)}
 	}
 	return world
 }

@@ -27,6 +27,7 @@ type TCP struct {
 	closedCh    chan struct{}
 	wg          sync.WaitGroup // readers and abort writers
 	abortWG     sync.WaitGroup // abort writers alone
+	notices     waitNotices    // see WaitNotifier
 
 	mu        sync.Mutex    // protects following
 	closing   bool          // Close started
@@ -82,6 +83,7 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 		mb:          newMailbox(rank, size),
 		conns:       make([]*tcpConn, size),
 		closedCh:    make(chan struct{}),
+		notices:     newWaitNotices(size),
 	}
 	for p, nc := range conns {
 		if nc == nil || p == rank {
@@ -613,6 +615,12 @@ func (t *TCP) readFrames(c *tcpConn) error {
 		case frameGoodbye:
 			c.gotGoodbye = true
 			t.mb.peerGone(c.peer)
+		case frameWaiting:
+			w, err := waitingNotice(&fh, t.size)
+			if err != nil {
+				return err
+			}
+			t.notices.hear(c.peer, w)
 		}
 	}
 }

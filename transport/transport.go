@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"time"
 
 	"github.com/gocomm/comm/core"
 )
@@ -69,6 +70,33 @@ type SendStarter interface {
 	StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error)
 }
 
+// WaitNotifier is implemented by endpoints that tell their peers whom this
+// rank is waiting for. A rank whose wait for a peer times out can then
+// name the rank at the end of the chain of waits (the peer waits for a
+// rank that waits for one that is gone) at once, instead of the nearest
+// link, without waiting for the peer's own timeout to explain it. Safe
+// for concurrent use.
+type WaitNotifier interface {
+	// NoteWaiting tells every peer that this rank waits for world rank
+	// rank, a notice that holds for valid unless renewed; rank -1 says it
+	// waits for nobody any more. It does not block: the notices are
+	// written by the endpoint's goroutines, a later notice replacing one
+	// not yet written, and none is sent once the endpoint has failed or
+	// is closing.
+	NoteWaiting(rank int, valid time.Duration)
+	// PeerWaiting returns the world rank that peer last said it waits for,
+	// or -1 when it said nothing, said it waits for nobody, or its notice
+	// has expired.
+	PeerWaiting(peer int) int
+}
+
+// FailureSignal is implemented by endpoints that can say when they fail:
+// aborted (here or by a peer), a peer lost, or closed.
+type FailureSignal interface {
+	// Failed returns a channel closed once the endpoint has failed.
+	Failed() <-chan struct{}
+}
+
 // The signature and the error values and types are core's, the vocabulary
 // every layer shares; these names keep transport's API. They are matched
 // with errors.Is and errors.As; the comm package re-exports them.
@@ -104,4 +132,11 @@ var (
 var (
 	_ Endpoint = (*TCP)(nil)
 	_ Endpoint = (*Inproc)(nil)
+
+	_ WaitNotifier  = (*TCP)(nil)
+	_ WaitNotifier  = (*Hybrid)(nil)
+	_ WaitNotifier  = (*Inproc)(nil)
+	_ FailureSignal = (*TCP)(nil)
+	_ FailureSignal = (*Hybrid)(nil)
+	_ FailureSignal = (*Inproc)(nil)
 )

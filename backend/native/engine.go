@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
@@ -94,6 +95,7 @@ func (e *execution) span(b algo.Buf, off, n int) []byte {
 // the whole world: the other ranks are mid-collective too and would
 // otherwise wait for messages that never come.
 func (e *execution) run(ctx context.Context, plan algo.Plan) error {
+	defer e.c.root().waits.done() // the waits it marks end with it
 	// Reducing receives land in scratch first. A step with one receive
 	// needs room for it; a step with several posts them all at once (so
 	// that pieces of a pipelined message stream in while earlier ones are
@@ -175,13 +177,13 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		case len(st.Recvs) > 0 && e.startableSends(st.Sends):
 			started = e.startSends(ctx, i, st.Sends)
 		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
-			if err := e.sends(ctx, i, st.Sends, e.sendBufs); err != nil || len(st.Recvs) == 0 {
+			if err := e.sends(ctx, i, st.Sends, e.sendBufs, true); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
 		default:
 			sendDone = make(chan error, 1)
 			bufs := e.sendBufs
-			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs) }()
+			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs, false) }()
 		}
 	}
 	var err error
@@ -191,11 +193,17 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		err = e.recvAll(ctx, i, st.Recvs)
 	}
 	if sendDone != nil {
+		// The sends' goroutine does not mark its waits (they would hide
+		// the receives'); a single send still unfinished is marked here.
+		if len(st.Sends) == 1 {
+			e.c.root().waits.begin(e.c.members[st.Sends[0].Peer])
+		}
 		if serr := <-sendDone; err == nil {
 			err = serr
 		}
 	}
 	for _, s := range started {
+		e.c.root().waits.begin(e.c.members[s.peer])
 		if serr := s.finish(ctx); serr != nil && err == nil {
 			err = e.fail(ctx, s.peer, i, "sending to", serr)
 		}
@@ -290,7 +298,9 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 		}()
 	}
 	var first error
+	waits := e.c.root().waits
 	for j, x := range xs {
+		waits.begin(e.c.members[x.Peer])
 		err := <-done[j] // drain every receive before returning: they write our buffers
 		switch {
 		case first != nil:
@@ -309,11 +319,17 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 // between the same two ranks in that step.
 func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64(ord) }
 
-func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte) error {
+// sends sends a step's messages in order. track marks each large send as
+// a wait (waitWatch; a small one never waits for the peer): only on the
+// collective's own goroutine, whose marks are the only ones.
+func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track bool) error {
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
+		if track && len(bufs[j]) > inlineSendBytes {
+			e.c.root().waits.begin(e.c.members[x.Peer])
+		}
 		if err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j]); err != nil {
 			return e.fail(ctx, x.Peer, step, "sending to", err)
 		}
@@ -331,10 +347,8 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 		into, fromSrc = scratch[:len(dst)], e.covered(x.Off, x.Len)
 	}
 	e.drop(x.Off, x.Off+x.Len)
+	e.c.root().waits.begin(e.c.members[x.Peer])
 	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(err, transport.ErrAborted) {
-			err = e.awaitCause(ctx, x.Peer, h, into, err)
-		}
 		return e.fail(ctx, x.Peer, step, "waiting for", err)
 	}
 	if x.Reduce {
@@ -345,38 +359,17 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 	return nil
 }
 
-// abortGrace is how long a rank whose wait for a peer timed out waits on
-// for that peer's abort before it blames the peer itself: a quarter of the
-// communicator's timeout, within [1s, 15s].
-func (e *execution) abortGrace() time.Duration {
-	return min(max(e.c.cfg.Timeout/4, time.Second), 15*time.Second)
-}
-
-// awaitCause is called when a wait for peer timed out (err). A peer that
-// is late is often itself waiting for a rank that is really gone (the
-// leader of a hierarchical step waiting for a dead host, say), and every
-// rank's timer ends at about the same moment. So the rank waits a moment
-// longer: if the peer's abort arrives, naming the rank it waited for, that
-// is the cause to report; else the timeout stands.
-func (e *execution) awaitCause(ctx context.Context, peer int, h transport.Header, into []byte, err error) error {
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.abortGrace())
-	defer cancel()
-	_, gerr := e.c.ep.Recv(gctx, e.c.members[peer], h, into)
-	var remote *transport.RemoteAbortError
-	if errors.As(gerr, &remote) {
-		return gerr
-	}
-	return err
-}
-
 // fail turns a transport error into an *backend.OpError and aborts the world
 // unless the failure already is an abort.
 func (e *execution) fail(ctx context.Context, peer, step int, doing string, err error) error {
 	rawPeer := peer
 	peer = e.c.shownRank(peer)
+	var chain []int // world ranks rawPeer waits for in turn
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, transport.ErrAborted) {
-		err = fmt.Errorf("%w at step %d %s rank %d (%s): the peer is slow, stuck, or not calling this collective",
-			ctxErr, step, doing, peer, e.hdr.Sig)
+		if rawPeer >= 0 && rawPeer < len(e.c.members) {
+			chain = e.c.root().waits.chain(e.c.members[e.c.rank], e.c.members[rawPeer])
+		}
+		err = fmt.Errorf("%w at step %d %s rank %d (%s)%s", ctxErr, step, doing, peer, e.hdr.Sig, e.c.describeChain(chain))
 	}
 	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.shownRank(e.c.rank), Peer: peer, Seq: e.req.Seq, Err: err}
 	// Abort tells every other rank why, also when this endpoint already
@@ -387,16 +380,48 @@ func (e *execution) fail(ctx context.Context, peer, step int, doing string, err 
 	// caller may exit as soon as this returns. Only a closed rank has
 	// nothing to say.
 	if !errors.Is(err, transport.ErrClosed) {
-		e.c.ep.Abort(e.rootCause(ctx, rawPeer, err, opErr))
+		e.c.ep.Abort(e.rootCause(ctx, rawPeer, chain, err, opErr))
 	}
 	return opErr
 }
 
+// describeChain ends the error of a wait that timed out: the ranks the
+// peer waits for in turn (world ranks, see waitWatch.chain), and which
+// rank is to blame.
+func (c *Comm) describeChain(chain []int) string {
+	if len(chain) == 0 {
+		return ": the peer is slow, stuck, unreachable, or not calling this collective"
+	}
+	var b strings.Builder
+	for _, w := range chain {
+		fmt.Fprintf(&b, ", which is waiting for %s", c.shownWorld(w))
+	}
+	fmt.Fprintf(&b, ": %s is slow, stuck, unreachable, or not calling this collective", c.shownWorld(chain[len(chain)-1]))
+	return b.String()
+}
+
+// shownWorld is how errors name world rank w: as a rank of the
+// communicator the caller sees (shownRank), or as a world rank when it is
+// not one of its members.
+func (c *Comm) shownWorld(w int) string {
+	shown := c
+	if c.outer != nil {
+		shown = c.outer
+	}
+	for i, m := range shown.members {
+		if m == w {
+			return "rank " + strconv.Itoa(i)
+		}
+	}
+	return "world rank " + strconv.Itoa(w)
+}
+
 // rootCause is the abort cause of opErr, whose error err concerns the
 // communicator's rank rawPeer (-1: none): a timeout waiting for a peer
-// names that peer's world rank as the one that timed out; anything else
-// the transport classifies from the chain (core.RootCause).
-func (e *execution) rootCause(ctx context.Context, rawPeer int, err error, opErr error) error {
+// names that peer's world rank as the one that timed out, or the last rank
+// of chain, the world ranks the peer waits for in turn; anything else the
+// transport classifies from the error chain (core.RootCause).
+func (e *execution) rootCause(ctx context.Context, rawPeer int, chain []int, err error, opErr error) error {
 	var remote *transport.RemoteAbortError
 	if errors.As(err, &remote) || ctx.Err() == nil || rawPeer < 0 || rawPeer >= len(e.c.members) {
 		return opErr
@@ -405,5 +430,9 @@ func (e *execution) rootCause(ctx context.Context, rawPeer int, err error, opErr
 	if errors.As(err, &pe) {
 		return opErr
 	}
-	return &transport.RankFailure{Rank: e.c.members[rawPeer], Kind: core.FailTimeout, Err: opErr}
+	blamed := e.c.members[rawPeer]
+	if len(chain) > 0 {
+		blamed = chain[len(chain)-1]
+	}
+	return &transport.RankFailure{Rank: blamed, Kind: core.FailTimeout, Err: opErr}
 }

@@ -78,11 +78,16 @@ type Comm struct {
 	pool     bufpool.Pool
 	plans    planCache
 	topology topologyOnce
+	// waits, on the world only, tells peers whom this rank waits for.
+	waits *waitWatch
 
 	closed atomic.Bool // read by every operation: no lock
 }
 
-var _ backend.Comm = (*Comm)(nil)
+var (
+	_ backend.Comm          = (*Comm)(nil)
+	_ backend.FailureSignal = (*Comm)(nil)
+)
 
 // NewWorld wraps an endpoint as a world communicator.
 func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
@@ -90,7 +95,8 @@ func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
 	for i := range members {
 		members[i] = i
 	}
-	return &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members}
+	return &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members,
+		waits: newWaitWatch(ep, cfg.Timeout)}
 }
 
 // Rank is this rank within the communicator.
@@ -142,11 +148,21 @@ func (c *Comm) root() *Comm {
 // Abort fails everything pending on the world with err and tells the peers.
 func (c *Comm) Abort(err error) { c.ep.Abort(err) }
 
+// Failed returns a channel closed once the world's endpoint has failed
+// (backend.FailureSignal), or nil when the endpoint cannot tell.
+func (c *Comm) Failed() <-chan struct{} {
+	if fs, ok := c.ep.(transport.FailureSignal); ok {
+		return fs.Failed()
+	}
+	return nil
+}
+
 // Close closes a group, or the world with its endpoint.
 func (c *Comm) Close() error {
 	if c.closed.Swap(true) || c.world != nil {
 		return nil
 	}
+	c.waits.close()
 	return c.ep.Close()
 }
 

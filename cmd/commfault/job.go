@@ -22,8 +22,10 @@ type event struct {
 	rank int
 	kind string // ready, error, wrong, done, closeerr, exit
 	at   time.Time
-	text string
-	code int // exit: the exit status (-1: killed by a signal)
+	// began, for an error of a collective, is when it was called.
+	began time.Time
+	text  string
+	code  int // exit: the exit status (-1: killed by a signal)
 }
 
 // job is one running world of ranks.
@@ -140,6 +142,11 @@ func parseLine(r int, line string, at time.Time) event {
 		ns, rest, _ := strings.Cut(text, " ")
 		if n, err := strconv.ParseInt(ns, 10, 64); err == nil {
 			ev.at, ev.text = time.Unix(0, n), rest
+		}
+		if b, rest, ok := strings.Cut(ev.text, " "); ok && strings.HasPrefix(b, "began=") {
+			if n, err := strconv.ParseInt(strings.TrimPrefix(b, "began="), 10, 64); err == nil {
+				ev.began, ev.text = time.Unix(0, n), rest
+			}
 		}
 	}
 	return ev

@@ -126,6 +126,10 @@ func TestParseLine(t *testing.T) {
 	if ev.kind != "error" || ev.rank != 2 || ev.text != "comm: boom on rank 1" || ev.at.UnixNano() != 1700000000000000000 {
 		t.Errorf("got %+v", ev)
 	}
+	ev = parseLine(1, "error 1700000000000000000 began=1699999990000000000 comm: timed out", time.Time{})
+	if ev.text != "comm: timed out" || ev.began.UnixNano() != 1699999990000000000 || ev.at.UnixNano() != 1700000000000000000 {
+		t.Errorf("got %+v", ev)
+	}
 	if ev := parseLine(0, "ready ", time.Unix(5, 0)); ev.kind != "ready" || ev.at.Unix() != 5 {
 		t.Errorf("got %+v", ev)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"os/exec"
@@ -16,14 +17,17 @@ type partitionResult struct {
 	setupErr error
 	ranks    int
 	named    int             // ranks whose error names a rank across the partition
-	inTime   int             // ranks that failed within the timeout (+ slack)
+	inTime   int             // ranks that failed within the timeout (+ slack) of their operation's start, or of the cut if later
 	hangs    int             // ranks still running at the hang limit
 	times    []time.Duration // partition to each rank's error
 	detail   []string
 }
 
-// partitionSlack is what a rank may take past GOCOMM_TIMEOUT to report.
-const partitionSlack = 2 * time.Second
+// partitionSlack is what a rank may take past GOCOMM_TIMEOUT to report:
+// the exchange of flight recorders after a timeout waits a fortieth of
+// the timeout (at least 200 ms) for ranks that do not answer, here those
+// beyond the partition.
+const partitionSlack = 500 * time.Millisecond
 
 // runPartition starts 2+2 ranks on two simulated hosts, takes the second
 // host's link down once they are ready, and watches every rank fail.
@@ -80,14 +84,30 @@ func runPartition(ctx context.Context, p params) partitionResult {
 		}
 		d := max(ev.at.Sub(cut), 0)
 		res.times = append(res.times, d)
-		if d <= p.timeout+partitionSlack {
+		var faults []string
+		// The timeout bounds each operation: one that began after the
+		// cut (the one in flight then completed, its messages already
+		// sent) may run until its own timeout.
+		from, began := cut, ""
+		if ev.began.After(cut) {
+			from, began = ev.began, fmt.Sprintf(", its all-reduce began %v after the cut", ev.began.Sub(cut).Round(time.Millisecond))
+		}
+		if ev.at.Sub(from) <= p.timeout+partitionSlack {
 			res.inTime++
+		} else {
+			faults = append(faults, "late")
 		}
 		if ev.kind == "error" && namesAny(ev.text, across...) {
 			res.named++
 		} else {
-			res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v: %s %s", ev.rank, hostOf[ev.rank], d.Round(time.Millisecond), ev.kind, ev.text))
+			faults = append(faults, "names no rank across the partition")
 		}
+		// Every rank's line: what each one said, and when, is the figure.
+		note := ""
+		if len(faults) > 0 {
+			note = " (" + strings.Join(faults, ", ") + ")"
+		}
+		res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v%s%s: %s %s", ev.rank, hostOf[ev.rank], d.Round(time.Millisecond), began, note, ev.kind, ev.text))
 	}
 	res.hangs = len(left)
 	for _, r := range left {

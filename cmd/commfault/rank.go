@@ -33,7 +33,9 @@ const (
 // Lines a rank prints on stdout, one per event:
 //
 //	ready                   after its first sweep of sizes
-//	error <unixnano> <text> a collective (or Init) failed
+//	error <unixnano> [began=<unixnano>] <text>
+//	                        a collective (or Init) failed; began is when
+//	                        the failed collective was called
 //	wrong <text>            a result was wrong
 //	done <iterations>       it finished (loop: stop file; exit: ITERS)
 //	closeerr <text>         Close returned an error
@@ -94,8 +96,9 @@ func rankMain() int {
 	allReduce := func(n, it int) int {
 		buf := make([]float32, n/4)
 		fill(buf, c.Rank(), it)
+		began := time.Now()
 		if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
-			report("error", fmt.Sprintf("%d %v", time.Now().UnixNano(), err))
+			report("error", fmt.Sprintf("%d began=%d %v", time.Now().UnixNano(), began.UnixNano(), err))
 			return exitError
 		}
 		if err := check(buf, c.Size(), it); err != nil {

@@ -128,7 +128,7 @@ func (t *table) partition(ctx context.Context, c config) bool {
 		t.add(row, nil)
 		return true // a machine without namespaces is not a failure of the command
 	}
-	row[3] = fmt.Sprintf("%d/%d ranks named a rank across the partition; %d/%d failed within GOCOMM_TIMEOUT %v (+%v)",
+	row[3] = fmt.Sprintf("%d/%d ranks named a rank across the partition; %d/%d failed within GOCOMM_TIMEOUT %v (+%v) of the cut, or of their all-reduce's start when it began after the cut",
 		r.named, r.ranks, r.inTime, r.ranks, c.p.timeout, partitionSlack)
 	row[4], row[5] = fmt.Sprint(r.hangs), p50p99(r.times)
 	t.add(row, r.detail)
