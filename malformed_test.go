@@ -18,6 +18,13 @@ import (
 	"github.com/gocomm/comm/profile"
 )
 
+// staticcheck: the nil contexts are malformed calls under test, the
+// (error, string) results are a wanted error and its text, and
+// unencodable's unexported field is what makes encoding/gob refuse it.
+//lint:file-ignore SA1012 a nil context is one of the malformed calls tested
+//lint:file-ignore ST1008 the error comes first, then the text that goes with it
+//lint:file-ignore U1000 the unexported field is what makes encoding/gob refuse the type
+
 // Malformed calls of every exported function and method (issue 13, item
 // 7): each must return a comm:-prefixed error that wraps the sentinel
 // naming the class of mistake and says what was wrong, promptly; none may
