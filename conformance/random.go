@@ -25,7 +25,17 @@ import (
 // process).
 func RandomProgram(seed uint64, steps int) Case {
 	return Case{fmt.Sprintf("RandomProgram/seed=%d/steps=%d", seed, steps), func(ctx context.Context, world *comm.Comm) error {
-		return runProgram(ctx, world, seed, steps)
+		return runProgram(ctx, world, seed, steps, 0)
+	}}
+}
+
+// RandomProgramUpTo is RandomProgram with every count at most maxCount
+// elements: a larger draw is taken modulo maxCount+1, so that the ranks
+// still draw one program and the rest of it is RandomProgram's. Fuzzing
+// uses it, where every program must be short.
+func RandomProgramUpTo(seed uint64, steps, maxCount int) Case {
+	return Case{fmt.Sprintf("RandomProgram/seed=%d/steps=%d/max=%d", seed, steps, maxCount), func(ctx context.Context, world *comm.Comm) error {
+		return runProgram(ctx, world, seed, steps, max(maxCount, 0)+1)
 	}}
 }
 
@@ -36,7 +46,9 @@ type pending struct {
 	verify func() error
 }
 
-func runProgram(ctx context.Context, world *comm.Comm, seed uint64, steps int) (err error) {
+// runProgram runs the program; with bound > 0 every count is taken modulo
+// bound.
+func runProgram(ctx context.Context, world *comm.Comm, seed uint64, steps, bound int) (err error) {
 	size, me := world.Size(), world.Rank()
 	half, err := world.Split(ctx, me%2, -me)
 	if err != nil {
@@ -83,6 +95,9 @@ func runProgram(ctx context.Context, world *comm.Comm, seed uint64, steps int) (
 		ci := rng.IntN(len(comms))
 		kind := opKind(rng.IntN(int(numOpKinds)))
 		n := randomCount(rng)
+		if bound > 0 {
+			n %= bound
+		}
 		rootDraw := rng.IntN(1 << 20)
 		full := rng.IntN(2) == 0
 		op := []comm.ReduceOp{comm.Sum, comm.Max, comm.Min}[rng.IntN(3)]
