@@ -110,6 +110,9 @@ func NewAdam(cfg Config, params ...[]float32) (*Adam, error) {
 // NewAdam's order and of the same lengths. It reads grads and does not
 // keep them.
 func (a *Adam) Step(grads ...[]float32) error {
+	if a == nil {
+		return fmt.Errorf("%w: optim: Adam.Step on a nil *Adam: make it with NewAdam (and check its error)", comm.ErrInvalid)
+	}
 	if err := checkGrads("Adam.Step", a.params, grads); err != nil {
 		return err
 	}
@@ -122,7 +125,12 @@ func (a *Adam) Step(grads ...[]float32) error {
 }
 
 // Steps returns the number of steps taken.
-func (a *Adam) Steps() int { return a.t }
+func (a *Adam) Steps() int {
+	if a == nil {
+		return 0
+	}
+	return a.t
+}
 
 // checkGrads reports grads that do not match params tensor for tensor.
 func checkGrads(where string, params, grads [][]float32) error {

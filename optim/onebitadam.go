@@ -63,10 +63,15 @@ func NewOnebitAdam(c *comm.Comm, cfg OnebitConfig, params ...[]float32) (*Onebit
 }
 
 // Compressing reports whether the next Step is in the compression stage.
-func (o *OnebitAdam) Compressing() bool { return o.t >= o.cfg.FreezeStep }
+func (o *OnebitAdam) Compressing() bool { return o != nil && o.t >= o.cfg.FreezeStep }
 
 // Steps returns the number of steps taken.
-func (o *OnebitAdam) Steps() int { return o.t }
+func (o *OnebitAdam) Steps() int {
+	if o == nil {
+		return 0
+	}
+	return o.t
+}
 
 // Step takes one step with this rank's local gradients, one slice per
 // parameter tensor in NewOnebitAdam's order and of the same lengths. It
@@ -82,6 +87,9 @@ func (o *OnebitAdam) Steps() int { return o.t }
 // communication leaves the ranks out of step with each other: stop
 // training.
 func (o *OnebitAdam) Step(ctx context.Context, grads ...[]float32) error {
+	if o == nil {
+		return fmt.Errorf("%w: optim: OnebitAdam.Step on a nil *OnebitAdam: make it with NewOnebitAdam (and check its error)", comm.ErrInvalid)
+	}
 	if err := checkGrads("OnebitAdam.Step", o.params, grads); err != nil {
 		if o.c.Size() > 1 {
 			o.c.Abort(err)
