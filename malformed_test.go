@@ -562,7 +562,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "StartBarrier", what: "nil context", want: comm.ErrInvalid, says: "nil context", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
-			return comm.StartBarrier(pick(bad, nil, ctx), c).Wait()
+			return comm.StartBarrier(pick(bad, nilContext, ctx), c).Wait()
 		}},
 	{api: "AllReduceCoalesced", what: "bitwise op on floats", want: comm.ErrInvalid, says: "integer type", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
@@ -620,7 +620,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "StartRecvUpTo", what: "nil context", want: comm.ErrInvalid, says: "nil context",
 		call: func(_ context.Context, c *comm.Comm, _ bool) error {
-			return comm.StartRecvUpTo(nil, c, buf(1), 1, 0).Wait() //nolint:staticcheck // the nil context is the test
+			return comm.StartRecvUpTo(nilContext, c, buf(1), 1, 0).Wait()
 		}},
 	{api: "BatchSendRecv", what: "AnySource in a batch", want: comm.ErrInvalid, says: "not AnySource",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
@@ -778,7 +778,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Comm.Split", what: "nil context", want: comm.ErrInvalid, says: "nil context", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
-			_, err := c.Split(pick(bad, nil, ctx), 1<<40, -1<<40)
+			_, err := c.Split(pick(bad, nilContext, ctx), 1<<40, -1<<40)
 			return err
 		}},
 	{api: "Comm.Split", what: "a collective on the non-member of an empty split", want: comm.ErrNotMember, says: "not a member",
@@ -796,7 +796,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Comm.SplitByHost", what: "nil context", want: comm.ErrInvalid, says: "nil context", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
-			_, err := c.SplitByHost(pick(bad, nil, ctx))
+			_, err := c.SplitByHost(pick(bad, nilContext, ctx))
 			return err
 		}},
 	{api: "Comm.Shrink", what: "a world with no store", want: nil, says: "needs the rendezvous store",
@@ -832,11 +832,11 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Comm.LogSummary", what: "nil context", want: comm.ErrInvalid, says: "nil context", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
-			return c.LogSummary(pick(bad, nil, ctx), nil, true)
+			return c.LogSummary(pick(bad, nilContext, ctx), nil, true)
 		}},
 	{api: "Comm.StragglerReport", what: "nil context", want: comm.ErrInvalid, says: "nil context", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
-			_, err := c.StragglerReport(pick(bad, nil, ctx))
+			_, err := c.StragglerReport(pick(bad, nilContext, ctx))
 			return err
 		}},
 	{api: "Comm.UserOps", what: "a non-member", want: comm.ErrNotMember, says: "",
@@ -895,7 +895,7 @@ var malformedCases = []malformedCase{
 	{api: "WaitAll", what: "nil context", want: comm.ErrInvalid, says: "nil context",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
 			w := comm.StartRecv(ctx, c, buf(1), 1, 0) // never satisfied
-			return comm.WaitAll(nil, w)               //nolint:staticcheck // the nil context is the test
+			return comm.WaitAll(nilContext, w)
 		}},
 	{api: "WaitAll", what: "nil and zero Works", want: comm.ErrInvalid, says: "zero Work",
 		call: func(ctx context.Context, _ *comm.Comm, _ bool) error {
@@ -909,7 +909,7 @@ var malformedCases = []malformedCase{
 	{api: "WaitAny", what: "nil context", want: comm.ErrInvalid, says: "nil context",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
 			w := comm.StartRecv(ctx, c, buf(1), 1, 0)
-			_, err := comm.WaitAny(nil, w) //nolint:staticcheck // the nil context is the test
+			_, err := comm.WaitAny(nilContext, w)
 			return err
 		}},
 	{api: "WaitAny", what: "a zero Work", want: comm.ErrInvalid, says: "zero Work",
@@ -956,7 +956,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Init", what: "nil context", want: comm.ErrInvalid, says: "nil context",
 		call: func(context.Context, *comm.Comm, bool) error {
-			_, err := comm.Init(nil, comm.Options{Getenv: noEnv}) //nolint:staticcheck // the nil context is the test
+			_, err := comm.Init(nilContext, comm.Options{Getenv: noEnv})
 			return err
 		}},
 	{api: "ReadEnvironment", what: "a rank that is not a number", want: comm.ErrEnvironment, says: "RANK",
@@ -971,13 +971,16 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "WithLogName", what: "nil context", noError: true,
 		call: func(context.Context, *comm.Comm, bool) error {
-			return noPanicValue(comm.WithLogName(nil, "x")) //nolint:staticcheck // the nil context is the test
+			return noPanicValue(comm.WithLogName(nilContext, "x"))
 		}},
 	{api: "WithProfiling", what: "nil context", noError: true,
 		call: func(context.Context, *comm.Comm, bool) error {
-			return noPanicValue(comm.WithProfiling(nil, true)) //nolint:staticcheck // the nil context is the test
+			return noPanicValue(comm.WithProfiling(nilContext, true))
 		}},
 }
+
+// nilContext is the nil context.Context that malformed calls pass.
+var nilContext context.Context
 
 // noPanicValue: a function with no error result passed if it returned.
 func noPanicValue(any) error { return nil }
