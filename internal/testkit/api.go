@@ -6,7 +6,9 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"testing"
 )
 
 // APIShape describes one exported function or method as ExportedAPI found
@@ -94,4 +96,32 @@ func isIdent(e ast.Expr, name string) bool {
 func isSelector(e ast.Expr, name string) bool {
 	sel, ok := e.(*ast.SelectorExpr)
 	return ok && sel.Sel.Name == name
+}
+
+// CheckAPICovered fails t unless the names in cased are exactly the
+// exported functions and methods of the package in dir (ExportedAPI),
+// apart from those allowed lists with the reason they need no case.
+func CheckAPICovered(t testing.TB, dir string, cased []string, allowed map[string]string) {
+	t.Helper()
+	api, err := ExportedAPI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := map[string]bool{}
+	for _, name := range cased {
+		has[name] = true
+		if _, ok := api[name]; !ok {
+			t.Errorf("case for %s, which is not an exported function or method", name)
+		}
+	}
+	var missing []string
+	for name := range api {
+		if !has[name] && allowed[name] == "" {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("exported API without malformed calls: %v", missing)
+	}
 }
