@@ -280,17 +280,11 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	return from, r.n, err
 }
 
-// startRecv is the first half of recv: it returns r == nil with the
+// startRecvMode is the first half of recv: it returns r == nil with the
 // result when a queued message (or an error) settles the receive at once,
 // else the receive it posted, or claimed from an in-flight message, for
-// the caller to wait on (r.done) or cancel (cancelRecv).
-func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte) (r *recvOp, from int, err error) {
-	r, from, _, err = mb.startRecvMode(ctx, peer, h, buf, false, nil)
-	return r, from, err
-}
-
-// startRecvMode is startRecv, or with upTo RecvUpTo's; a receive settled
-// at once also returns the message's length n.
+// the caller to wait on (r.done) or cancel (cancelRecv). With upTo it is
+// RecvUpTo's; a receive settled at once also returns the message's length n.
 //
 // With a non-nil sink the message's bytes go to sink instead of buf
 // (recvOp.sink); buf then only gives the length.
