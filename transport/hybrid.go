@@ -266,7 +266,23 @@ func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	if !e.SharedMemory(peer) {
 		return e.t.Send(ctx, peer, h, payload)
 	}
-	err := e.shm.send(ctx, peer, h, payload)
+	err := e.shm.send(ctx, peer, h, payload, true)
+	if err != nil {
+		e.t.flushAbort()
+	}
+	return err
+}
+
+// SendCopy is transport.CopySender's: Send, but to a peer on this host
+// always through the ring, never by single copy.
+func (e *Hybrid) SendCopy(ctx context.Context, peer int, h Header, payload []byte) error {
+	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
+		return err
+	}
+	if !e.SharedMemory(peer) {
+		return e.t.Send(ctx, peer, h, payload)
+	}
+	err := e.shm.send(ctx, peer, h, payload, false)
 	if err != nil {
 		e.t.flushAbort()
 	}
@@ -300,10 +316,34 @@ func (e *Hybrid) Recv(ctx context.Context, peer int, h Header, buf []byte) (int,
 	if e.shm == nil || !e.shm.polls(peer) {
 		return e.t.Recv(ctx, peer, h, buf)
 	}
-	from, err := e.shm.recv(ctx, peer, h, buf)
+	from, err := e.shm.recv(ctx, peer, h, buf, nil)
 	if err != nil {
 		// A failed receive returns only once this rank's abort (or the
 		// one it passes on) is on its way to every peer.
+		e.t.flushAbort()
+	}
+	return from, err
+}
+
+// RecvSink is transport.SinkReceiver's: from a peer on this host the
+// pieces come straight out of the shared-memory ring (or, for a
+// single-copy message, out of a small buffer each piece is copied into);
+// from a peer over TCP the message is received into a buffer first.
+func (e *Hybrid) RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink func(off int, p []byte)) (int, error) {
+	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
+		return -1, err
+	}
+	if e.shm == nil || !e.shm.polls(peer) {
+		tmp := getBig(len(buf))
+		defer putBig(tmp)
+		from, err := e.t.Recv(ctx, peer, h, tmp)
+		if err == nil {
+			sink(0, tmp)
+		}
+		return from, err
+	}
+	from, err := e.shm.recv(ctx, peer, h, buf, sink)
+	if err != nil {
 		e.t.flushAbort()
 	}
 	return from, err

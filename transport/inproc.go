@@ -63,7 +63,7 @@ func (e *Inproc) Send(ctx context.Context, peer int, h Header, payload []byte) e
 	r, what := dst.arrive(e.rank, h, len(payload))
 	switch what {
 	case arriveDirect:
-		copy(r.buf, payload)
+		r.put(0, payload)
 		dst.complete(r)
 	case arriveQueue:
 		dst.deliver(e.rank, h, append(make([]byte, 0, len(payload)), payload...))

@@ -39,6 +39,11 @@ type recvOp struct {
 	// upTo: the message may be shorter than buf (RecvUpTo); its signature
 	// must match h.Sig in all but Count.
 	upTo bool
+	// sink, if set, takes the message's bytes instead of buf (which then
+	// only gives the length): whoever would copy bytes at offset off of
+	// the message into buf calls sink(off, p) instead, in order of off,
+	// each call before the next piece is taken in (see put).
+	sink func(off int, p []byte)
 
 	// stop asks whoever writes into buf (a claimed receive) to give the
 	// buffer back: the receive's ctx ended or the mailbox failed.
@@ -258,7 +263,7 @@ func (mb *mailbox) recv(ctx context.Context, peer int, h Header, buf []byte) (in
 // recvMode is recv, or with upTo RecvUpTo's; it also returns the
 // message's length.
 func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (from, n int, err error) {
-	r, from, n, err := mb.startRecvMode(ctx, peer, h, buf, upTo)
+	r, from, n, err := mb.startRecvMode(ctx, peer, h, buf, upTo, nil)
 	if r == nil {
 		return from, n, err
 	}
@@ -275,18 +280,15 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	return from, r.n, err
 }
 
-// startRecv is the first half of recv: it returns r == nil with the
+// startRecvMode is the first half of recv: it returns r == nil with the
 // result when a queued message (or an error) settles the receive at once,
 // else the receive it posted, or claimed from an in-flight message, for
-// the caller to wait on (r.done) or cancel (cancelRecv).
-func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte) (r *recvOp, from int, err error) {
-	r, from, _, err = mb.startRecvMode(ctx, peer, h, buf, false)
-	return r, from, err
-}
-
-// startRecvMode is startRecv, or with upTo RecvUpTo's; a receive settled
-// at once also returns the message's length n.
-func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (r *recvOp, from, n int, err error) {
+// the caller to wait on (r.done) or cancel (cancelRecv). With upTo it is
+// RecvUpTo's; a receive settled at once also returns the message's length n.
+//
+// With a non-nil sink the message's bytes go to sink instead of buf
+// (recvOp.sink); buf then only gives the length.
+func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte)) (r *recvOp, from, n int, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, -1, 0, err
 	}
@@ -318,7 +320,11 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 			if err := checkMatch(m.from, &m.h, len(m.data), &h, len(buf), upTo); err != nil {
 				return nil, -1, 0, err
 			}
-			copy(buf, m.data)
+			if sink != nil {
+				sink(0, m.data)
+			} else {
+				copy(buf, m.data)
+			}
 			if m.pooled {
 				putBig(m.data)
 			}
@@ -338,7 +344,7 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 		mb.mu.Unlock()
 		return nil, -1, 0, err
 	}
-	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{}), upTo: upTo}
+	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{}), upTo: upTo, sink: sink}
 	if im := mb.handoffLocked(key, peer, &h, len(buf), upTo); im != nil {
 		r.state = recvClaimed
 		r.from = im.from
@@ -351,6 +357,16 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 	}
 	mb.mu.Unlock()
 	return r, -1, 0, nil
+}
+
+// put writes p, the bytes at offset off of r's message: into r.buf, or
+// to r.sink. p may be reused once put returns.
+func (r *recvOp) put(off int, p []byte) {
+	if r.sink != nil {
+		r.sink(off, p)
+		return
+	}
+	copy(r.buf[off:], p)
 }
 
 // fit records that a message of n bytes, which passed checkMatch, is
@@ -509,7 +525,7 @@ func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte, pooled bool) {
 	mb.mu.Lock()
 	if r := mb.takeInflightLocked(im); r != nil {
 		mb.mu.Unlock()
-		copy(r.buf, data)
+		r.put(0, data)
 		mb.complete(r)
 		if pooled {
 			putBig(data)
@@ -761,7 +777,7 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte, pooled bool) {
 		mb.mu.Unlock()
 	case arriveDirect:
 		mb.mu.Unlock()
-		copy(r.buf, data)
+		r.put(0, data)
 		mb.complete(r)
 		if pooled {
 			putBig(data)

@@ -60,7 +60,7 @@ func (e *shmEndpoint) recvUpTo(ctx context.Context, peer int, h Header, buf []by
 	if e.unmapped {
 		return -1, 0, e.mb.failed()
 	}
-	r, from, n, err := e.mb.startRecvMode(ctx, peer, h, buf, true)
+	r, from, n, err := e.mb.startRecvMode(ctx, peer, h, buf, true, nil)
 	if r == nil {
 		return from, n, err
 	}

@@ -94,15 +94,16 @@ func (e *shmEndpoint) sendsBuffered(peer, n int) bool {
 	return e.shares(peer) && n <= e.opts.RingBytes/2 && (e.singleMin <= 0 || n < e.singleMin)
 }
 
-// send is Hybrid.Send to a peer on this host (shares(peer)).
-func (e *shmEndpoint) send(ctx context.Context, peer int, h Header, payload []byte) error {
+// send is Hybrid.Send to a peer on this host (shares(peer)); single
+// false keeps it in the ring whatever its size (Hybrid.SendCopy).
+func (e *shmEndpoint) send(ctx context.Context, peer int, h Header, payload []byte, single bool) error {
 	o := e.out[peer]
 	e.mapMu.RLock()
 	defer e.mapMu.RUnlock()
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
 		return err
 	}
-	if e.sendsStartable(peer, len(payload)) {
+	if single && e.sendsStartable(peer, len(payload)) {
 		return e.sendSingle(ctx, o, &h, payload)
 	}
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {

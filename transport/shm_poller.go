@@ -17,7 +17,9 @@ import (
 // recv is Hybrid.Recv from a peer (or AnySource) that polls(peer): the
 // calling goroutine polls the rings itself unless another receive already
 // does.
-func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
+//
+// A non-nil sink takes the message's bytes instead of buf (recvOp.sink).
+func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte, sink func(int, []byte)) (int, error) {
 	e.mapMu.RLock()
 	defer e.mapMu.RUnlock()
 	if e.unmapped {
@@ -25,7 +27,7 @@ func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte) 
 	}
 	holding := false
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
-	if len(buf) <= e.chunk && (peer != AnySource || len(e.ins) == e.size-1) && e.role.CompareAndSwap(0, 1) {
+	if sink == nil && len(buf) <= e.chunk && (peer != AnySource || len(e.ins) == e.size-1) && e.role.CompareAndSwap(0, 1) {
 		holding = true
 		if from, err, ok := e.recvDirect(ctx, peer, &h, buf, &bo); ok {
 			e.role.Store(0)
@@ -33,7 +35,7 @@ func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte) 
 			return from, err
 		}
 	}
-	r, from, err := e.mb.startRecv(ctx, peer, h, buf)
+	r, from, _, err := e.mb.startRecvMode(ctx, peer, h, buf, false, sink)
 	if r == nil {
 		if holding {
 			e.role.Store(0)

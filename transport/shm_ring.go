@@ -449,7 +449,7 @@ func (e *shmEndpoint) onFirst(in *ringIn, off, ln int) error {
 		r, what := e.mb.arrive(in.peer, h, total)
 		switch what {
 		case arriveDirect:
-			copy(r.buf, piece)
+			r.put(0, piece)
 			e.mb.complete(r)
 			e.completed++
 		case arriveQueue:
@@ -500,7 +500,7 @@ func (e *shmEndpoint) onSingle(in *ringIn, off, ln int) (leave bool, err error) 
 	case arriveDirect:
 		// Marked as streaming, so that a failed copy releases r.
 		in.cur = inStream{active: true, h: h, total: total, what: arriveDirect, r: r}
-		if err := readPeer(in.pid, addr, r.buf); err != nil {
+		if err := readPeerInto(in.pid, addr, r); err != nil {
 			return false, fail(err)
 		}
 		in.cur = inStream{}
@@ -517,6 +517,31 @@ func (e *shmEndpoint) onSingle(in *ringIn, off, ln int) (leave bool, err error) 
 	}
 	return false, nil
 }
+
+// readPeerInto copies r's message out of process pid: into r.buf, or,
+// for a receive with a sink, through a buffer of its own in
+// sinkStageBytes pieces, each handed to the sink while it is in cache.
+func readPeerInto(pid int, addr uint64, r *recvOp) error {
+	if r.sink == nil {
+		return readPeer(pid, addr, r.buf)
+	}
+	n := len(r.buf)
+	stage := getBig(min(n, sinkStageBytes))
+	defer putBig(stage)
+	for off := 0; off < n; off += len(stage) {
+		p := stage[:min(len(stage), n-off)]
+		if err := readPeer(pid, addr+uint64(off), p); err != nil {
+			return err
+		}
+		r.sink(off, p)
+	}
+	return nil
+}
+
+// sinkStageBytes is the piece in which a single-copy message for a
+// receive with a sink is copied and handed on: small enough to stay in
+// a core's L2 cache while the sink reads it.
+const sinkStageBytes = 256 << 10
 
 // readPeerBuffer copies a total-byte message out of process pid into a
 // buffer of its own: a recycled one up to 256 MiB, else one that grows as
@@ -569,7 +594,7 @@ func (e *shmEndpoint) onPiece(in *ringIn, piece []byte) {
 	case arriveQueue:
 		if s.im != nil && s.im.handoff.Load() {
 			r := e.mb.takeHandoff(s.im)
-			copy(r.buf, s.data)
+			r.put(0, s.data)
 			if s.pooled {
 				putBig(s.data)
 			}
@@ -578,7 +603,7 @@ func (e *shmEndpoint) onPiece(in *ringIn, piece []byte) {
 	}
 	switch s.what {
 	case arriveDirect:
-		copy(s.r.buf[s.got:], piece)
+		s.r.put(s.got, piece)
 	case arriveQueue:
 		s.data = appendGrow(s.data, piece, s.total)
 	}
@@ -621,7 +646,9 @@ func appendGrow(data, p []byte, total int) []byte {
 func (e *shmEndpoint) unclaim(in *ringIn) {
 	s := &in.cur
 	r := s.r
-	if isClosed(e.mb.failedCh) {
+	if isClosed(e.mb.failedCh) || r.sink != nil {
+		// What a sink took cannot be given back: the rest is dropped,
+		// and the receive's caller fails (its ctx ended).
 		s.what = arriveDrop
 	} else {
 		s.data = append(make([]byte, 0, max(s.got, min(s.total, readChunk))), r.buf[:s.got]...)

@@ -657,12 +657,18 @@ func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
 		for got < end {
 			switch what {
 			case arriveDirect:
-				n, err := c.br.Read(r.buf[got:end])
+				n, err := readDirect(c.br, r, got, end)
 				got += n
 				if err != nil {
 					return err
 				}
-				if r.stop.Load() {
+				if r.stop.Load() && r.sink != nil {
+					// What the sink took cannot be given back: drop
+					// the rest (the receive's caller fails).
+					c.inflight = nil
+					t.mb.abandon(r)
+					r, what = nil, arriveDrop
+				} else if r.stop.Load() {
 					// The receive gave up (ctx) or the mailbox failed:
 					// move what we have out of its buffer and go on as
 					// if the message had arrived unexpected.
@@ -685,7 +691,7 @@ func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
 					// its buffer.
 					r = t.mb.takeHandoff(im)
 					c.pending, im = nil, nil
-					copy(r.buf, data[:got])
+					r.put(0, data[:got])
 					if pooled {
 						putBig(data)
 					}
@@ -753,4 +759,25 @@ func readAppend(br *bufio.Reader, data []byte, n, total int) ([]byte, error) {
 		n -= chunk
 	}
 	return data, nil
+}
+
+// readDirect reads bytes [got, end) of r's message from br, as much as
+// one read gives: into r.buf, or for a receive with a sink through the
+// reader's buffer (see recvOp.sink).
+func readDirect(br *bufio.Reader, r *recvOp, got, end int) (int, error) {
+	if r.sink == nil {
+		return br.Read(r.buf[got:end])
+	}
+	if br.Buffered() == 0 {
+		if _, err := br.Peek(1); err != nil {
+			return 0, err
+		}
+	}
+	p, err := br.Peek(min(br.Buffered(), end-got))
+	if err != nil {
+		return 0, err
+	}
+	r.sink(got, p)
+	_, err = br.Discard(len(p))
+	return len(p), err
 }

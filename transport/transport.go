@@ -54,6 +54,36 @@ type BufferedSender interface {
 	SendsBuffered(peer, n int) bool
 }
 
+// SinkReceiver is implemented by endpoints that can hand a message's
+// bytes to a function as they arrive instead of copying them into a
+// buffer: a caller that reduces what it receives then reads each piece
+// while it is still in cache (straight out of a shared-memory ring, or
+// out of a small staging buffer) and never writes the whole message out
+// to memory first.
+type SinkReceiver interface {
+	// RecvSink is Recv from peer (not AnySource) of a message of exactly
+	// len(buf) bytes, but instead of writing buf it calls sink(off, p)
+	// for consecutive pieces p of the message, off their offset, from
+	// 0 to len(buf); buf is never written (it gives the length). sink
+	// runs on whichever goroutine takes the message in (possibly not the
+	// caller's), one call at a time, and all calls happen before
+	// RecvSink returns; p must not be kept. A receive that fails (ctx
+	// ended, peer lost) may have passed only part of the message to
+	// sink, and the rest of it is dropped.
+	RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink func(off int, p []byte)) (from int, err error)
+}
+
+// CopySender is implemented by endpoints that can be told to copy a
+// message through shared memory where they would otherwise let the peer
+// copy it out of this process (single copy): for a message the peer
+// reduces piece by piece (SinkReceiver), a copy into the ring, which the
+// peer reduces straight out of its cache, costs less than the kernel's
+// copy across processes.
+type CopySender interface {
+	// SendCopy is Send, through the ring for a peer on this host.
+	SendCopy(ctx context.Context, peer int, h Header, payload []byte) error
+}
+
 // SendStarter is implemented by endpoints that can start some sends
 // without waiting and finish them later: a single-copy send to a peer on
 // this host only publishes where the message is, and is done once the peer

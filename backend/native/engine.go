@@ -11,6 +11,7 @@ import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/kernel"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -170,20 +171,23 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	// Sends the endpoint can start and finish later (single-copy sends
 	// through shared memory) are started here and finished after the
 	// receives: no goroutine, and no thread waiting beside the receive.
+	// Large sends of a step that reduces what it receives go through the
+	// ring, not by single copy (copySends).
 	var sendDone chan error
 	var started []startedSend
 	if len(st.Sends) > 0 {
+		copied := e.copySends(st)
 		switch {
-		case len(st.Recvs) > 0 && e.startableSends(st.Sends):
+		case len(st.Recvs) > 0 && !copied && e.startableSends(st.Sends):
 			started = e.startSends(ctx, i, st.Sends)
 		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
-			if err := e.sends(ctx, i, st.Sends, e.sendBufs, true); err != nil || len(st.Recvs) == 0 {
+			if err := e.sends(ctx, i, st.Sends, e.sendBufs, true, copied); err != nil || len(st.Recvs) == 0 {
 				return err
 			}
 		default:
 			sendDone = make(chan error, 1)
 			bufs := e.sendBufs
-			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs, false) }()
+			go func() { sendDone <- e.sends(ctx, i, st.Sends, bufs, false, copied) }()
 		}
 	}
 	var err error
@@ -209,6 +213,40 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 		}
 	}
 	return err
+}
+
+// copySendMin is the smallest send that copySends keeps out of single
+// copy.
+const copySendMin = 2 << 20
+
+// copySends reports whether a step's sends should be copied through the
+// endpoint's rings (transport.CopySender) even where the endpoint would
+// let the peer copy them out of this process: the step reduces every
+// receive piece by piece (recvReducing) and every send is at least
+// copySendMin bytes. Plans are symmetric, so the peers reduce these sends
+// the same way, straight out of the ring while it is in their cache; the
+// kernel's copy across processes (process_vm_readv, page by page with
+// pinning) runs at a fraction of memcpy's speed on large messages, and a
+// single-copy sender waits for its peer to be scheduled. Only the path
+// changes, never the bytes.
+func (e *execution) copySends(st algo.Step) bool {
+	if _, ok := e.c.ep.(transport.CopySender); !ok || e.req.User != nil || len(st.Recvs) == 0 {
+		return false
+	}
+	if _, ok := e.c.ep.(transport.SinkReceiver); !ok {
+		return false
+	}
+	for _, x := range st.Recvs {
+		if !x.Reduce || x.Len*e.esize < sinkMinBytes {
+			return false
+		}
+	}
+	for _, x := range st.Sends {
+		if x.Len*e.esize < copySendMin {
+			return false
+		}
+	}
+	return true
 }
 
 // startedSend is a send StartSend began.
@@ -319,10 +357,15 @@ func (e *execution) recvAll(ctx context.Context, step int, xs []algo.Xfer) error
 // between the same two ranks in that step.
 func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64(ord) }
 
-// sends sends a step's messages in order. track marks each large send as
-// a wait (waitWatch; a small one never waits for the peer): only on the
-// collective's own goroutine, whose marks are the only ones.
-func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track bool) error {
+// sends sends a step's messages in order; with copied through
+// transport.CopySender.SendCopy (see copySends). track marks each large
+// send as a wait (waitWatch; a small one never waits for the peer): only
+// on the collective's own goroutine, whose marks are the only ones.
+func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track, copied bool) error {
+	send := e.c.ep.Send
+	if copied {
+		send = e.c.ep.(transport.CopySender).SendCopy
+	}
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
@@ -330,7 +373,7 @@ func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs []
 		if track && len(bufs[j]) > inlineSendBytes {
 			e.c.root().waits.begin(e.c.members[x.Peer])
 		}
-		if err := e.c.ep.Send(ctx, e.c.members[x.Peer], h, bufs[j]); err != nil {
+		if err := send(ctx, e.c.members[x.Peer], h, bufs[j]); err != nil {
 			return e.fail(ctx, x.Peer, step, "sending to", err)
 		}
 	}
@@ -348,6 +391,9 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 	}
 	e.drop(x.Off, x.Off+x.Len)
 	e.c.root().waits.begin(e.c.members[x.Peer])
+	if sr, ok := e.c.ep.(transport.SinkReceiver); ok && x.Reduce && e.req.User == nil && len(dst) >= sinkMinBytes {
+		return e.recvReducing(ctx, step, sr, x, h, dst, fromSrc)
+	}
 	if _, err := e.c.ep.Recv(ctx, e.c.members[x.Peer], h, into); err != nil {
 		return e.fail(ctx, x.Peer, step, "waiting for", err)
 	}
@@ -357,6 +403,71 @@ func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []b
 		}
 	}
 	return nil
+}
+
+// sinkMinBytes is the smallest reducing receive that reduces the
+// message piece by piece as the transport takes it in (recvReducing)
+// instead of receiving it into scratch and reducing it afterwards. Below
+// it the message and its scratch fit in a core's L2 cache (1 MiB here)
+// anyway, and the closure would allocate.
+const sinkMinBytes = 512 << 10
+
+// recvReducing is recv of a reducing x whose message the endpoint hands
+// over in pieces (transport.SinkReceiver): each piece is reduced into dst
+// (or, where dst still stands for lazySrc, dst = lazySrc op piece) while
+// it is in cache, so the message is never written out to scratch and
+// read back. Pieces need not end on an element: a split element is
+// gathered in carry and reduced once whole.
+func (e *execution) recvReducing(ctx context.Context, step int, sr transport.SinkReceiver, x algo.Xfer, h transport.Header, dst []byte, fromSrc bool) error {
+	var src []byte
+	if fromSrc {
+		src = e.lazySrc[x.Off*e.esize : (x.Off+x.Len)*e.esize]
+	}
+	var rerr error
+	reduce := func(off int, p []byte) {
+		var err error
+		if fromSrc {
+			err = kernel.ReduceTo(e.req.DType, e.req.Op, dst[off:off+len(p)], src[off:off+len(p)], p)
+		} else {
+			err = kernel.Reduce(e.req.DType, e.req.Op, dst[off:off+len(p)], p)
+		}
+		if err != nil && rerr == nil {
+			rerr = err
+		}
+	}
+	if _, err := sr.RecvSink(ctx, e.c.members[x.Peer], h, dst, wholeElems(e.esize, reduce)); err != nil {
+		return e.fail(ctx, x.Peer, step, "waiting for", err)
+	}
+	if rerr != nil {
+		return e.fail(ctx, -1, step, "reducing", rerr)
+	}
+	return nil
+}
+
+// wholeElems returns a sink for consecutive pieces of a message of
+// esize-byte elements (esize <= 16) that passes reduce the same bytes cut
+// on element boundaries: an element split between pieces is gathered and
+// passed on alone once whole. The sink is for one goroutine at a time.
+func wholeElems(esize int, reduce func(off int, p []byte)) func(off int, p []byte) {
+	var carry [16]byte
+	nc := 0
+	return func(off int, p []byte) {
+		if nc > 0 {
+			k := copy(carry[nc:esize], p)
+			nc += k
+			p, off = p[k:], off+k
+			if nc < esize {
+				return
+			}
+			reduce(off-esize, carry[:esize])
+			nc = 0
+		}
+		whole := len(p) / esize * esize
+		if whole > 0 {
+			reduce(off, p[:whole])
+		}
+		nc = copy(carry[:], p[whole:])
+	}
 }
 
 // fail turns a transport error into an *backend.OpError and aborts the world
