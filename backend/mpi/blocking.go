@@ -218,6 +218,7 @@ func (c *Comm) runBlocking(ctx context.Context, req *backend.Request, k *call) e
 		}
 		return c.opErr(req, -1, err)
 	}
+	c.pace.keepScheduled()
 	c.blk.enter(ctx, req, k.a.blockingFn)
 	rc := c.gcColl(k, true)
 	stuck := c.blk.leave()

@@ -18,7 +18,8 @@ import (
 
 // Small collectives run as one blocking MPI call without a Go allocation
 // (the comm package's blocking forms recycle theirs, and the backend
-// builds the call on the stack).
+// builds the call on the stack), and a loop of them passes through the Go
+// scheduler now and then (see the mpi package's schedulerPace).
 func TestBlockingNoAllocs(t *testing.T) {
 	out, err := mpirun(t, 2, "blocking-allocs", 3*time.Minute)
 	if err != nil {
@@ -85,6 +86,8 @@ func childBlockingAllocs(ctx context.Context, c *comm.Comm) error {
 		{"Reduce 64 B", func() error { return comm.Reduce(ctx, c, i64, i64, comm.Max, 1) }},
 		{"Barrier", func() error { return comm.Barrier(ctx, c) }},
 	}
+	passes := mpi.SchedulerPasses()
+	start := time.Now()
 	for _, op := range ops {
 		var err error
 		n := testing.AllocsPerRun(2000, func() {
@@ -101,6 +104,15 @@ func childBlockingAllocs(ctx context.Context, c *comm.Comm) error {
 		if n != 0 && !raceMPI {
 			return fmt.Errorf("%s: %v allocations per call, want 0", op.name, n)
 		}
+	}
+	// 10,000 collectives in a loop that never blocks in Go: without
+	// passes through the scheduler sysmon takes the P from inside MPI.
+	passed := mpi.SchedulerPasses() - passes
+	if c.Rank() == 0 {
+		fmt.Printf("%d passes through the Go scheduler in %v\n", passed, time.Since(start).Round(time.Millisecond))
+	}
+	if passed == 0 {
+		return fmt.Errorf("10,000 blocking collectives in %v and no pass through the Go scheduler", time.Since(start))
 	}
 	return nil
 }

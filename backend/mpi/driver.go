@@ -314,6 +314,8 @@ type Comm struct {
 	gate gate // operations inside Run; closed by Close
 
 	blk blockedCall // the blocking MPI call in progress, for the watchdog
+
+	pace pace // passes through the Go scheduler between MPI calls
 }
 
 func newComm(w *world, comm, mb C.MPI_Comm, rank, size int, isWorld bool) *Comm {

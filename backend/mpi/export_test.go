@@ -9,3 +9,7 @@ func BenchIallreduce(be backend.Comm, iters int) error { return benchIallreduce(
 
 // BenchAllreduce exposes benchAllreduce to the external tests.
 func BenchAllreduce(be backend.Comm, iters int) error { return benchAllreduce(be.(*Comm), iters) }
+
+// SchedulerPasses is how many times this process's MPI calls passed
+// through the Go scheduler (pace.keepScheduled).
+func SchedulerPasses() int64 { return schedulerPasses.Load() }

@@ -87,6 +87,7 @@ func (c *Comm) waitUntil(ctx context.Context, r *request, deadline <-chan time.T
 		if err := c.stopped(ctx, done, deadline); err != nil {
 			return 0, err
 		}
+		c.pace.keepScheduled()
 		p.pause()
 	}
 }
