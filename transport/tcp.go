@@ -291,6 +291,11 @@ func (t *TCP) Abort(err error) {
 func (t *TCP) startAbort(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.startAbortLocked(err)
+}
+
+// startAbortLocked is startAbort with t.mu held.
+func (t *TCP) startAbortLocked(err error) {
 	if t.closing || t.abortSent {
 		return
 	}
@@ -607,11 +612,16 @@ func (t *TCP) readFrames(c *tcpConn) error {
 			if _, err := io.ReadFull(c.br, reason); err != nil {
 				return err
 			}
+			// Pass it on at once: a peer that next hears from this rank
+			// only that it is gone must still learn the cause. The
+			// mailbox fails under t.mu, so an operation it wakes finds
+			// the frames being sent (flushAbort) and returns only once
+			// they are written.
+			t.mu.Lock()
 			if t.mb.fail(remoteAbort(c.peer, t.size, &fh, reason)) {
-				// Pass it on at once: a peer that next hears from this
-				// rank only that it is gone must still learn the cause.
-				t.startAbort(nil)
+				t.startAbortLocked(nil)
 			}
+			t.mu.Unlock()
 		case frameGoodbye:
 			c.gotGoodbye = true
 			t.mb.peerGone(c.peer)
