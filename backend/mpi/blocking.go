@@ -38,15 +38,20 @@ const noBlocking = -1
 // collective that uses the blocking MPI function (noBlocking: none).
 type blockingPolicy [32]int64
 
-// defaultBlocking is the default table: 4 MiB, and 1 MiB for broadcasts
-// (measured on Open MPI 4.1, vader, 2 ranks: blocking wins below, and the
-// nonblocking all-reduce by 7x at 64 MiB); all-to-all-v never blocks (its
-// size is not known to every rank).
+// defaultBlocking is the default table: 16 MiB for all-reduce, 1 MiB for
+// broadcasts, 4 MiB for the rest; all-to-all-v never blocks (its size is
+// not known to every rank). Measured on Open MPI 4.1, vader, 2 ranks:
+// blocking wins below; Open MPI's blocking all-reduce collapses between
+// 16 and 32 MiB (2026-11-24, bench/compare-mpi.sh, 2 interleaved rounds:
+// with a 4 MiB limit 8 and 16 MiB ran at 0.35-0.55x of C's
+// MPI_Allreduce, with a 32 MiB limit at 0.87-0.97x, and 32 MiB itself at
+// 1.15x against 7.1-7.2x nonblocking).
 func defaultBlocking() blockingPolicy {
 	var p blockingPolicy
 	for k := range p {
 		p[k] = 4 << 20
 	}
+	p[backend.KindAllReduce] = 16 << 20
 	p[backend.KindBroadcast] = 1 << 20
 	return p.fixed()
 }

@@ -11,7 +11,7 @@ import (
 
 func TestParseBlocking(t *testing.T) {
 	def := defaultBlocking()
-	if def[backend.KindAllReduce] != 4<<20 || def[backend.KindBroadcast] != 1<<20 || def[backend.KindBarrier] != 4<<20 {
+	if def[backend.KindAllReduce] != 16<<20 || def[backend.KindBroadcast] != 1<<20 || def[backend.KindBarrier] != 4<<20 {
 		t.Fatalf("default table %v", def)
 	}
 	for _, k := range []backend.Kind{backend.KindAllToAllV, backend.KindMonitoredBarrier, backend.KindNone} {
@@ -23,14 +23,14 @@ func TestParseBlocking(t *testing.T) {
 		v    string
 		want map[backend.Kind]int64 // kinds checked; others as noted
 	}{
-		{"", map[backend.Kind]int64{backend.KindAllReduce: 4 << 20, backend.KindBroadcast: 1 << 20}},
+		{"", map[backend.Kind]int64{backend.KindAllReduce: 16 << 20, backend.KindBroadcast: 1 << 20}},
 		{"none", map[backend.Kind]int64{backend.KindAllReduce: noBlocking, backend.KindBarrier: noBlocking}},
 		{"64K", map[backend.Kind]int64{backend.KindAllReduce: 64 << 10, backend.KindBroadcast: 64 << 10, backend.KindAllToAllV: noBlocking}},
 		{"1MiB", map[backend.Kind]int64{backend.KindGather: 1 << 20}},
 		{"1048576", map[backend.Kind]int64{backend.KindScatterV: 1 << 20}},
 		{"0", map[backend.Kind]int64{backend.KindAllReduce: 0}},
-		{"allreduce=16M, Broadcast=none", map[backend.Kind]int64{
-			backend.KindAllReduce: 16 << 20, backend.KindBroadcast: noBlocking, backend.KindGather: 4 << 20}},
+		{"allreduce=8M, Broadcast=none", map[backend.Kind]int64{
+			backend.KindAllReduce: 8 << 20, backend.KindBroadcast: noBlocking, backend.KindGather: 4 << 20}},
 		{"reducescatterv=2k,*=8", map[backend.Kind]int64{
 			backend.KindReduceScatterV: 2 << 10, backend.KindAllReduce: 8, backend.KindAllToAllV: noBlocking}},
 		{"alltoallv=1M", map[backend.Kind]int64{backend.KindAllToAllV: noBlocking}},

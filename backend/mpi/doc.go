@@ -51,8 +51,9 @@
 // Open MPI's blocking collectives are about twice as fast as its
 // nonblocking ones on small messages, and faster still than a nonblocking
 // call polled from Go; on very large messages its nonblocking all-reduce
-// avoids the blocking one's default algorithm, 7x slower at 64 MiB. So a
-// collective of up to 4 MiB (1 MiB for a broadcast) is one cgo call into
+// avoids the blocking one's default algorithm, 7x slower from 32 MiB up.
+// So an all-reduce of up to 16 MiB, a broadcast of up to 1 MiB and any
+// other collective of up to 4 MiB is one cgo call into
 // the blocking MPI function (MPI_Allreduce, MPI_Bcast, ...) on the Go
 // buffers as they are, with no copy and no allocation; a larger one is
 // the nonblocking function (MPI_Iallreduce, ...) waited from Go. The
