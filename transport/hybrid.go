@@ -260,29 +260,24 @@ func (e *Hybrid) SHMError() error { return e.shmErr }
 // endpoint aborts as with TCP (the peer sees the connection lost). See
 // Endpoint.Send.
 func (e *Hybrid) Send(ctx context.Context, peer int, h Header, payload []byte) error {
-	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
-		return err
-	}
-	if !e.SharedMemory(peer) {
-		return e.t.Send(ctx, peer, h, payload)
-	}
-	err := e.shm.send(ctx, peer, h, payload, true)
-	if err != nil {
-		e.t.flushAbort()
-	}
-	return err
+	return e.send(ctx, peer, h, payload, true)
 }
 
 // SendCopy is transport.CopySender's: Send, but to a peer on this host
 // always through the ring, never by single copy.
 func (e *Hybrid) SendCopy(ctx context.Context, peer int, h Header, payload []byte) error {
+	return e.send(ctx, peer, h, payload, false)
+}
+
+// send is Send, with single copy allowed to a peer on this host or not.
+func (e *Hybrid) send(ctx context.Context, peer int, h Header, payload []byte, single bool) error {
 	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
 		return err
 	}
 	if !e.SharedMemory(peer) {
 		return e.t.Send(ctx, peer, h, payload)
 	}
-	err := e.shm.send(ctx, peer, h, payload, false)
+	err := e.shm.send(ctx, peer, h, payload, single)
 	if err != nil {
 		e.t.flushAbort()
 	}
