@@ -72,6 +72,11 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 		maxIters = max(maxIters, cs.Iters)
 	}
 	times := make([]float64, maxIters)
+	// Write every page of times now: fresh memory faults on its first
+	// write, and on a virtual machine whose host supplies memory lazily a
+	// fault costs tens of microseconds, which the first case's timed loop
+	// would otherwise take once per 512 iterations.
+	clear(times)
 	chk := newChecker[T](plan.DType, plan.RedOp, me, n)
 	var samples []Sample
 	for i, cs := range plan.Cases {

@@ -18,5 +18,6 @@ func osYield()                                            {}
 func createSegment(dir, name string, size int) ([]byte, string, error) { return nil, "", errNoSHMHere }
 func openSegment(path string, size int) ([]byte, error)                { return nil, errNoSHMHere }
 func unmapSegment(mem []byte) error                                    { return nil }
+func prefault(ring []byte)                                             {}
 
 func readPeer(pid int, addr uint64, dst []byte) error { return errNoSHMHere }

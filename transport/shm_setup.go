@@ -251,6 +251,8 @@ func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SH
 			}
 		}
 		atomic.StoreUint32(in.ctl.single, verdict)
+		prefault(out.d)
+		prefault(in.d)
 		e.out[p], e.in[p] = out, in
 		e.outs = append(e.outs, out)
 		e.ins = append(e.ins, in)
