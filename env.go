@@ -63,9 +63,12 @@ const (
 	EnvTransport    = env.EnvTransport
 	EnvHostID       = env.EnvHostID
 	EnvSingleCopy   = env.EnvSingleCopy
-	EnvInitMethod   = env.EnvInitMethod
-	EnvDebug        = env.EnvDebug
-	EnvProfile      = env.EnvProfile
+	// EnvBind binds the rank's process to CPUs: none (default), auto (its
+	// share of the host's CPUs, by local rank) or a CPU list such as 0-3.
+	EnvBind       = env.EnvBind
+	EnvInitMethod = env.EnvInitMethod
+	EnvDebug      = env.EnvDebug
+	EnvProfile    = env.EnvProfile
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = env.EnvDeepSpeedTimeout
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/testkit"
 )
 
@@ -55,6 +56,19 @@ func child(role string) error {
 			}
 		}
 		return nil
+	case "bind-report":
+		threads, err := cpubind.ThreadCPUs()
+		if err != nil {
+			return err
+		}
+		sets := map[string]bool{}
+		for _, cpus := range threads {
+			sets[cpubind.Format(cpus)] = true
+		}
+		for s := range sets {
+			fmt.Printf("threads on %s\n", s)
+		}
+		return comm.Barrier(ctx, c)
 	case "conformance":
 		for _, cs := range conformance.QuickCases() {
 			cctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -22,6 +22,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/env"
+	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -56,6 +57,8 @@ type config struct {
 	// transportMode is Options.Transport, before resolveKnobs parses it
 	// (or GOCOMM_TRANSPORT) into transport.Mode.
 	transportMode string
+	// bindCPUs are the CPUs GOCOMM_BIND binds the process to (nil: none).
+	bindCPUs []int
 }
 
 // resolve applies the environment to opts.
@@ -276,6 +279,15 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 			return env.Errorf("%s=%q: want a message size in bytes (e.g. 262144) or off", EnvSingleCopy, v)
 		}
 		cfg.transport.SingleCopyBytes = n
+	}
+	if v := e.Get(EnvBind); v != "" {
+		allowed, err := cpubind.Allowed()
+		if err != nil {
+			return fmt.Errorf("%w: %s=%q: %w", ErrEnvironment, EnvBind, v, err)
+		}
+		if cfg.bindCPUs, err = cpubind.Resolve(v, cfg.localRank, cfg.localSize, allowed); err != nil {
+			return fmt.Errorf("%w: %w", ErrEnvironment, err)
+		}
 	}
 	overrides := []struct {
 		name string

@@ -81,6 +81,11 @@ func (l Launcher) String() string {
 //	                                     boot id): ranks with equal ids share memory
 //	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
 //	                                     memory on one host (bytes, or off); default 256 KiB
+//	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
+//	                                     auto (local rank r of n gets block r of n equal
+//	                                     blocks of the CPUs it may use; nothing when ranks
+//	                                     outnumber CPUs), or a list such as 0-3,8. commrun,
+//	                                     Spawn and commbench set auto unless it is set
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)

@@ -55,6 +55,7 @@ const (
 	EnvTransport    = "GOCOMM_TRANSPORT" // auto, tcp or shm
 	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
 	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
+	EnvBind         = "GOCOMM_BIND" // none, auto or a CPU list (package internal/cpubind)
 	EnvInitMethod   = "GOCOMM_INIT_METHOD"
 	EnvDebug        = "GOCOMM_DEBUG"
 	EnvProfile      = "GOCOMM_PROFILE"

@@ -463,3 +463,33 @@ func TestLineWriter(t *testing.T) {
 		t.Errorf("tail %.40q", got)
 	}
 }
+
+// TestRankEnvBind checks GOCOMM_BIND in the ranks' environment: auto where
+// the environment has none, the environment's own value otherwise, and
+// Config.Bind (commrun -bind-to) over both.
+func TestRankEnvBind(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		bind string
+		want string
+	}{
+		{"default", []string{"PATH=/bin"}, "", "auto"},
+		{"environment", []string{"GOCOMM_BIND=none", "PATH=/bin"}, "", "none"},
+		{"flag", []string{"GOCOMM_BIND=0-1"}, "none", "none"},
+		{"flag list", nil, "2-3", "2-3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{NProcs: 2, NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 1, Env: tc.env, Bind: tc.bind}
+			var got []string
+			for _, kv := range cfg.rankEnv(1) {
+				if v, ok := strings.CutPrefix(kv, "GOCOMM_BIND="); ok {
+					got = append(got, v)
+				}
+			}
+			if len(got) != 1 || got[0] != tc.want {
+				t.Errorf("GOCOMM_BIND values %q, want exactly %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -50,6 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.DurationVar(&cfg.Timeout, "timeout", 0, "stop every rank and fail after this long, e.g. 10m (default: no limit)")
 	fs.DurationVar(&cfg.KillGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when stopping ranks")
 	fs.IntVar(&cfg.TailLines, "tail", DefaultTailLines, "lines of a failed rank's output to repeat in the summary")
+	fs.StringVar(&cfg.Bind, "bind-to", "", "CPUs of each rank (GOCOMM_BIND): auto (default, unless GOCOMM_BIND is set: local rank r of n gets block r of n equal blocks of the CPUs; none when ranks outnumber CPUs), none, or a CPU list such as 0-3")
 	fs.BoolVar(&cfg.KeepGoing, "keep-going", false, "when a rank fails, let the others run on (for programs that recover with Comm.Shrink); the job still fails, naming the first failed rank")
 	var profiling bool
 	var traceDir string

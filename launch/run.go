@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,11 @@ type Config struct {
 	// Run waits for every rank and still returns a *JobError naming the
 	// first failure. Timeouts, signals and ctx stop the ranks as always.
 	KeepGoing bool
+	// Bind is the GOCOMM_BIND the ranks get (commrun -bind-to): "" keeps
+	// the environment's and sets auto where it has none (each local rank
+	// bound to its own share of the CPUs, as mpirun does; see
+	// comm.EnvBind), none leaves the ranks unbound, or a CPU list.
+	Bind string
 }
 
 // withDefaults validates cfg and fills in its defaults. It may pick a
@@ -178,12 +184,22 @@ func (cfg *Config) rankEnv(l int) []string {
 	for _, v := range stale {
 		drop[v] = true
 	}
-	vars := make([]string, 0, len(cfg.Env)+8)
+	if cfg.Bind != "" {
+		drop[env.EnvBind] = true
+	}
+	vars := make([]string, 0, len(cfg.Env)+9)
+	bind := cmp.Or(cfg.Bind, "auto")
 	for _, kv := range cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
+		if k == env.EnvBind && !drop[k] {
+			bind = "" // the environment's stands
+		}
 		if !drop[k] {
 			vars = append(vars, kv)
 		}
+	}
+	if bind != "" {
+		vars = append(vars, env.EnvBind+"="+bind)
 	}
 	itoa := strconv.Itoa
 	first, world := cfg.firstRank(), cfg.worldSize()

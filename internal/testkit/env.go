@@ -17,7 +17,7 @@ func LauncherFreeEnv(extra ...string) []string {
 		case strings.HasPrefix(k, "OMPI_"), strings.HasPrefix(k, "PMI"), strings.HasPrefix(k, "SLURM"),
 			strings.HasPrefix(k, "TORCHELASTIC_"), strings.HasPrefix(k, "MPI_LOCAL"),
 			k == "RANK", k == "WORLD_SIZE", k == "LOCAL_RANK", k == "LOCAL_WORLD_SIZE",
-			k == "MASTER_ADDR", k == "MASTER_PORT", k == "GOCOMM_INIT_METHOD":
+			k == "MASTER_ADDR", k == "MASTER_PORT", k == "GOCOMM_INIT_METHOD", k == "GOCOMM_BIND":
 			continue
 		}
 		env = append(env, kv)

@@ -1,0 +1,117 @@
+//go:build linux
+
+package cpubind
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Allowed returns the CPUs the calling thread may run on (the process's,
+// unless a thread was bound on its own), sorted.
+func Allowed() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	return members(&set), nil
+}
+
+func members(set *unix.CPUSet) []int {
+	var cpus []int
+	for c := 0; c <= maxCPU; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// Apply binds every thread of the process to cpus. Threads the process
+// starts afterwards inherit the binding from the thread that starts them.
+// It passes over the threads until a pass finds none it had not bound (a
+// thread started during a pass may have copied the old CPUs).
+func Apply(cpus []int) error {
+	if len(cpus) == 0 {
+		return fmt.Errorf("%w: no CPUs to bind to", ErrBind)
+	}
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	bound := map[int]bool{}
+	for pass := 0; pass < 10; pass++ {
+		tids, err := threads()
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, tid := range tids {
+			if bound[tid] {
+				continue
+			}
+			fresh++
+			switch err := unix.SchedSetaffinity(tid, &set); {
+			case err == nil:
+				bound[tid] = true
+			case errors.Is(err, unix.ESRCH): // the thread has exited
+			case errors.Is(err, unix.EINVAL):
+				return fmt.Errorf("%w: none of CPUs %s is available to this process (it may run on %s)", ErrBind, Format(cpus), allowedString())
+			default:
+				return fmt.Errorf("%w: binding thread %d to CPUs %s: %v", ErrBind, tid, Format(cpus), err)
+			}
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+func allowedString() string {
+	cpus, err := Allowed()
+	if err != nil {
+		return "unknown CPUs"
+	}
+	return Format(cpus)
+}
+
+// threads lists the process's thread ids.
+func threads() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing the process's threads: %v", ErrBind, err)
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// ThreadCPUs returns, for every thread of the process, the CPUs it may
+// run on (for tests and diagnostics).
+func ThreadCPUs() (map[int][]int, error) {
+	tids, err := threads()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int][]int, len(tids))
+	for _, tid := range tids {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(tid, &set); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			return nil, err
+		}
+		out[tid] = members(&set)
+	}
+	return out, nil
+}

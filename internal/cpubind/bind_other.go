@@ -1,0 +1,16 @@
+//go:build !linux
+
+package cpubind
+
+import "fmt"
+
+// Allowed returns nil: this platform does not say (auto binds nothing).
+func Allowed() ([]int, error) { return nil, nil }
+
+// Apply fails: binding is supported on Linux only.
+func Apply(cpus []int) error {
+	return fmt.Errorf("%w: binding to CPUs %s is supported on Linux only; unset GOCOMM_BIND", ErrBind, Format(cpus))
+}
+
+// ThreadCPUs returns nothing outside Linux.
+func ThreadCPUs() (map[int][]int, error) { return nil, nil }

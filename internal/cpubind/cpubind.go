@@ -1,0 +1,107 @@
+package cpubind
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrBind reports a GOCOMM_BIND value that cannot be applied; the message
+// says why and what to set instead.
+var ErrBind = errors.New("GOCOMM_BIND")
+
+// Resolve returns the CPUs local rank localRank of localSize is to run on
+// for the GOCOMM_BIND value v, given the CPUs the process may run on now
+// (allowed, in any order; nil where unknown). A nil result with a nil
+// error means: leave the process as it is.
+func Resolve(v string, localRank, localSize int, allowed []int) ([]int, error) {
+	v = strings.TrimSpace(v)
+	switch strings.ToLower(v) {
+	case "", "none", "off", "0":
+		return nil, nil
+	case "auto":
+		return Block(allowed, localRank, localSize), nil
+	}
+	cpus, err := ParseList(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w=%q: %v (want none, auto, or a CPU list such as 0-3,8)", ErrBind, v, err)
+	}
+	return cpus, nil
+}
+
+// Block returns block localRank of localSize equal contiguous blocks of
+// allowed (sorted first; CPU i of k goes to block i*localSize/k), or nil
+// when there is nothing to split: fewer CPUs than ranks, or a local rank
+// outside [0, localSize).
+func Block(allowed []int, localRank, localSize int) []int {
+	k := len(allowed)
+	if localSize < 1 || localRank < 0 || localRank >= localSize || k < localSize {
+		return nil
+	}
+	sorted := slices.Sorted(slices.Values(allowed))
+	lo, hi := localRank*k/localSize, (localRank+1)*k/localSize
+	return sorted[lo:hi:hi]
+}
+
+// ParseList parses a CPU list as taskset -c and cpuset files write it:
+// comma-separated CPU numbers and inclusive ranges, such as 0-3,8,10-11.
+// It returns the CPUs sorted, without duplicates.
+func ParseList(s string) ([]int, error) {
+	var cpus []int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := cpuNumber(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = cpuNumber(hi); err != nil {
+				return nil, err
+			}
+			if b < a {
+				return nil, fmt.Errorf("range %q runs backwards", part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	slices.Sort(cpus)
+	return slices.Compact(cpus), nil
+}
+
+// maxCPU bounds CPU numbers (Linux's CPU sets hold 1024).
+const maxCPU = 1023
+
+func cpuNumber(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > maxCPU {
+		return 0, fmt.Errorf("%q is not a CPU number in [0, %d]", s, maxCPU)
+	}
+	return n, nil
+}
+
+// Format writes cpus as a list ParseList reads back (ranges joined).
+func Format(cpus []int) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
