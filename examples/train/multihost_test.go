@@ -45,7 +45,9 @@ func runOnHosts(t *testing.T, nw *netns.Network, limit time.Duration, name strin
 	for i, h := range nw.Hosts() {
 		wg.Go(func() {
 			cmd := h.Command(ctx, name, args(i)...)
-			cmd.Env = testkit.LauncherFreeEnv(sameOrder)
+			// The simulated hosts share this machine's CPUs: commrun on
+			// each would bind its ranks to the same ones.
+			cmd.Env = testkit.LauncherFreeEnv(sameOrder, "GOCOMM_BIND=none")
 			cmd.Dir = t.TempDir()
 			cmd.WaitDelay = 5 * time.Second
 			runs[i].out, runs[i].err = cmd.CombinedOutput()
