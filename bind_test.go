@@ -23,7 +23,7 @@ func TestBindAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, outs := launch(t, 2, "bind-report", time.Minute, "GOCOMM_BIND=auto")
+	errs, outs := launch(t, 2, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
 	for r := range 2 {
 		if errs[r] != nil {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r])
@@ -32,9 +32,49 @@ func TestBindAuto(t *testing.T) {
 		if want == nil {
 			want = allowed
 		}
-		line := fmt.Sprintf("threads on %s\n", cpubind.Format(want))
+		line := fmt.Sprintf("threads on %s\ngomaxprocs %d\n", cpubind.Format(want), len(want))
 		if strings.Count(outs[r], "threads on ") != 1 || !strings.Contains(outs[r], line) {
-			t.Errorf("rank %d: want every thread on %s, got:\n%s", r, cpubind.Format(want), outs[r])
+			t.Errorf("rank %d: want every thread on %s and GOMAXPROCS %d, got:\n%s", r, cpubind.Format(want), len(want), outs[r])
+		}
+	}
+}
+
+// TestBindAutoOversubscribed starts three ranks with GOCOMM_BIND=auto on
+// two CPUs (the launching thread's affinity, which they inherit): they
+// cannot have a CPU each, so they stay unbound and run with GOMAXPROCS 1,
+// their share, where the runtime's default would be 2.
+func TestBindAutoOversubscribed(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("CPU binding is Linux only")
+	}
+	allowed, err := cpubind.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	some := allowed[:min(2, len(allowed))]
+	var errs []error
+	var outs []string
+	func() {
+		// Children inherit the affinity of the thread that starts them.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cpubind.ApplyThread(some); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := cpubind.ApplyThread(allowed); err != nil {
+				t.Error(err)
+			}
+		}()
+		errs, outs = launch(t, 3, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
+	}()
+	line := fmt.Sprintf("threads on %s\ngomaxprocs 1\n", cpubind.Format(some))
+	for r := range 3 {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r])
+		}
+		if strings.Count(outs[r], "threads on ") != 1 || !strings.Contains(outs[r], line) {
+			t.Errorf("rank %d: want every thread on %s and GOMAXPROCS 1, got:\n%s", r, cpubind.Format(some), outs[r])
 		}
 	}
 }

@@ -157,6 +157,12 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The program chose GOMAXPROCS unless the variable is unset and the
+	// value is still the startup default.
+	procsChosen := os.Getenv("GOMAXPROCS") != "" || runtime.GOMAXPROCS(0) != runtime.NumCPU()
+	if cfg.sharedProcs > 0 && !procsChosen {
+		runtime.GOMAXPROCS(cfg.sharedProcs)
+	}
 	if cfg.bindCPUs != nil {
 		if err := cpubind.Apply(cfg.bindCPUs); err != nil {
 			return nil, fmt.Errorf("comm: rank %d of %d: %w", cfg.rank, cfg.size, err)
@@ -165,9 +171,8 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		// second or so; meanwhile more Ps than CPUs put runtime threads
 		// beside the rank's spinning one (p99 of a 2-rank 8-byte
 		// all-reduce ~10 us instead of ~2.5). Unless the program chose
-		// GOMAXPROCS (the variable, or a call that left it off the
-		// startup default), follow the binding now.
-		if os.Getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) == runtime.NumCPU() {
+		// GOMAXPROCS, follow the binding now.
+		if !procsChosen {
 			runtime.SetDefaultGOMAXPROCS()
 		}
 		if cfg.logger != nil {

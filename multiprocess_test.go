@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ func child(role string) error {
 		for s := range sets {
 			fmt.Printf("threads on %s\n", s)
 		}
+		fmt.Printf("gomaxprocs %d\n", runtime.GOMAXPROCS(0))
 		return comm.Barrier(ctx, c)
 	case "conformance":
 		for _, cs := range conformance.QuickCases() {

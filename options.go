@@ -59,6 +59,9 @@ type config struct {
 	transportMode string
 	// bindCPUs are the CPUs GOCOMM_BIND binds the process to (nil: none).
 	bindCPUs []int
+	// sharedProcs is the GOMAXPROCS GOCOMM_BIND=auto gives a rank when
+	// ranks outnumber CPUs (0: none).
+	sharedProcs int
 }
 
 // resolve applies the environment to opts.
@@ -288,6 +291,7 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		if cfg.bindCPUs, err = cpubind.Resolve(v, cfg.localRank, cfg.localSize, allowed); err != nil {
 			return fmt.Errorf("%w: %w", ErrEnvironment, err)
 		}
+		cfg.sharedProcs = cpubind.SharedProcs(v, cfg.localSize, allowed)
 	}
 	overrides := []struct {
 		name string

@@ -83,8 +83,9 @@ func (l Launcher) String() string {
 //	                                     memory on one host (bytes, or off); default 256 KiB
 //	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
 //	                                     auto (local rank r of n gets block r of n equal
-//	                                     blocks of the CPUs it may use; nothing when ranks
-//	                                     outnumber CPUs), or a list such as 0-3,8. commrun,
+//	                                     blocks of the CPUs it may use; when ranks outnumber
+//	                                     CPUs, GOMAXPROCS its share instead), or a list such
+//	                                     as 0-3,8. GOMAXPROCS follows unless set. commrun,
 //	                                     Spawn and commbench set auto unless it is set
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;

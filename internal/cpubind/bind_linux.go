@@ -115,3 +115,16 @@ func ThreadCPUs() (map[int][]int, error) {
 	}
 	return out, nil
 }
+
+// ApplyThread binds the calling thread only (lock it first with
+// runtime.LockOSThread): processes it starts inherit its CPUs.
+func ApplyThread(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("%w: binding this thread to CPUs %s: %v", ErrBind, Format(cpus), err)
+	}
+	return nil
+}

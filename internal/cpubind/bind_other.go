@@ -14,3 +14,6 @@ func Apply(cpus []int) error {
 
 // ThreadCPUs returns nothing outside Linux.
 func ThreadCPUs() (map[int][]int, error) { return nil, nil }
+
+// ApplyThread fails: binding is supported on Linux only.
+func ApplyThread(cpus []int) error { return Apply(cpus) }

@@ -103,3 +103,29 @@ func TestResolve(t *testing.T) {
 		t.Errorf("Resolve(cores) error %v, want ErrBind", err)
 	}
 }
+
+func TestSharedProcs(t *testing.T) {
+	two, eight := []int{0, 1}, []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for _, tc := range []struct {
+		v       string
+		size    int
+		allowed []int
+		want    int
+	}{
+		{"auto", 4, two, 1},
+		{"auto", 3, two, 1},
+		{" AUTO", 16, eight, 1},
+		{"auto", 2, two, 0},   // a CPU each: bound instead
+		{"auto", 1, two, 0},   // a CPU each: bound instead
+		{"auto", 4, nil, 0},   // CPUs unknown
+		{"none", 4, two, 0},   // not asked
+		{"0-1", 4, two, 0},    // a list: bound, not shared
+		{"", 4, two, 0},       // not asked
+		{"auto", 0, two, 0},   // no local size
+		{"auto", 9, eight, 1}, // 8/9 rounds to 0: at least 1
+	} {
+		if got := SharedProcs(tc.v, tc.size, tc.allowed); got != tc.want {
+			t.Errorf("SharedProcs(%q, %d ranks, %d CPUs) = %d, want %d", tc.v, tc.size, len(tc.allowed), got, tc.want)
+		}
+	}
+}

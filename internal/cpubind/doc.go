@@ -16,12 +16,14 @@
 //	none, ""  leave the process's CPUs as they are
 //	auto      local rank r of n gets block r of n equal blocks of the CPUs
 //	          the process may run on at start (CPU i of k goes to block
-//	          i*n/k); nothing when n exceeds k (ranks outnumber CPUs:
-//	          they must share, and yield to each other instead)
+//	          i*n/k); when n exceeds k (ranks outnumber CPUs: they must
+//	          share, and yield to each other) nothing is bound and the
+//	          rank's GOMAXPROCS is its share, k/n but at least 1
 //	0-3,8     exactly these CPUs (a list as taskset -c takes)
 //
 // Binding applies to every thread of the process (the Go runtime's too);
-// threads started later inherit it. The Go runtime then lowers GOMAXPROCS
-// to the CPUs the process has. Linux only; elsewhere auto does nothing and
-// a list is an error.
+// threads started later inherit it, and GOMAXPROCS follows it (comm.Init
+// sets both), unless the program chose GOMAXPROCS itself (the variable, or
+// a call before Init). Linux only; elsewhere auto does nothing and a list
+// is an error.
 package cpubind
