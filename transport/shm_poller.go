@@ -67,7 +67,7 @@ func (e *shmEndpoint) recvDirect(ctx context.Context, peer int, h *Header, buf [
 	// ctx.Err, not ctx.Done: a context may create its channel and timer
 	// only once somebody waits on it, which the polling here never does.
 	for polls := 0; ; polls++ {
-		if isClosed(e.mb.failedCh) || e.mb.nEarly.Load() > 0 || (polls&63 == 0 && ctx.Err() != nil) {
+		if e.mb.hasFailed.Load() || e.mb.nEarly.Load() > 0 || (polls&63 == 0 && ctx.Err() != nil) {
 			return -1, nil, false
 		}
 		progress := false

@@ -304,7 +304,7 @@ func (e *shmEndpoint) drain() int { return e.drainUntil(nil) }
 // for yet stays in its ring for a receive about to be posted (it would
 // otherwise be copied into a fresh buffer and again out of it).
 func (e *shmEndpoint) drainUntil(until *recvOp) int {
-	failed := isClosed(e.mb.failedCh)
+	failed := e.mb.hasFailed.Load()
 	n := 0
 	for _, in := range e.ins {
 		if failed && in.cur.active && in.cur.what != arriveDrop {
