@@ -12,10 +12,9 @@ import (
 	"github.com/gocomm/comm/internal/cpubind"
 )
 
-// TestBindAuto starts two ranks with GOCOMM_BIND=auto, as commrun does,
-// and checks that every thread of each runs on that rank's own half of
-// the CPUs (or, on a machine with one CPU, that nothing was bound).
-func TestBindAuto(t *testing.T) {
+// allowedCPUs returns the CPUs the test may run on; binding is Linux only.
+func allowedCPUs(t *testing.T) []int {
+	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("CPU binding is Linux only")
 	}
@@ -23,6 +22,14 @@ func TestBindAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return allowed
+}
+
+// TestBindAuto starts two ranks with GOCOMM_BIND=auto, as commrun does,
+// and checks that every thread of each runs on that rank's own half of
+// the CPUs (or, on a machine with one CPU, that nothing was bound).
+func TestBindAuto(t *testing.T) {
+	allowed := allowedCPUs(t)
 	errs, outs := launch(t, 2, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
 	for r := range 2 {
 		if errs[r] != nil {
@@ -44,13 +51,7 @@ func TestBindAuto(t *testing.T) {
 // cannot have a CPU each, so they stay unbound and run with GOMAXPROCS 1,
 // their share, where the runtime's default would be 2.
 func TestBindAutoOversubscribed(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("CPU binding is Linux only")
-	}
-	allowed, err := cpubind.Allowed()
-	if err != nil {
-		t.Fatal(err)
-	}
+	allowed := allowedCPUs(t)
 	some := allowed[:min(2, len(allowed))]
 	var errs []error
 	var outs []string
