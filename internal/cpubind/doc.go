@@ -21,6 +21,11 @@
 //	          rank's GOMAXPROCS is its share, k/n but at least 1
 //	0-3,8     exactly these CPUs (a list as taskset -c takes)
 //
+// Two jobs on one host both split the CPUs they may use from the first:
+// start each launcher on CPUs of its own (taskset -c 0-3 commrun ...,
+// taskset -c 4-7 commrun ...) or leave them unbound (commrun -bind-to
+// none), as with mpirun --bind-to none.
+//
 // Binding applies to every thread of the process (the Go runtime's too);
 // threads started later inherit it, and GOMAXPROCS follows it (comm.Init
 // sets both), unless the program chose GOMAXPROCS itself (the variable, or
