@@ -184,23 +184,17 @@ func (cfg *Config) rankEnv(l int) []string {
 	for _, v := range stale {
 		drop[v] = true
 	}
-	if cfg.Bind != "" {
-		drop[env.EnvBind] = true
-	}
+	// GOCOMM_BIND: Config.Bind, else the environment's, else auto.
+	bind := cmp.Or(cfg.Bind, envLookup(cfg.Env)(env.EnvBind), "auto")
+	drop[env.EnvBind] = true
 	vars := make([]string, 0, len(cfg.Env)+9)
-	bind := cmp.Or(cfg.Bind, "auto")
 	for _, kv := range cfg.Env {
 		k, _, _ := strings.Cut(kv, "=")
-		if k == env.EnvBind && !drop[k] {
-			bind = "" // the environment's stands
-		}
 		if !drop[k] {
 			vars = append(vars, kv)
 		}
 	}
-	if bind != "" {
-		vars = append(vars, env.EnvBind+"="+bind)
-	}
+	vars = append(vars, env.EnvBind+"="+bind)
 	itoa := strconv.Itoa
 	first, world := cfg.firstRank(), cfg.worldSize()
 	return append(vars,

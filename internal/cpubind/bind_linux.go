@@ -21,6 +21,15 @@ func Allowed() ([]int, error) {
 	return members(&set), nil
 }
 
+// cpuSet is the CPU set of cpus.
+func cpuSet(cpus []int) unix.CPUSet {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	return set
+}
+
 func members(set *unix.CPUSet) []int {
 	var cpus []int
 	for c := 0; c <= maxCPU; c++ {
@@ -39,10 +48,7 @@ func Apply(cpus []int) error {
 	if len(cpus) == 0 {
 		return fmt.Errorf("%w: no CPUs to bind to", ErrBind)
 	}
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
+	set := cpuSet(cpus)
 	bound := map[int]bool{}
 	for pass := 0; pass < 10; pass++ {
 		tids, err := threads()
@@ -119,10 +125,7 @@ func ThreadCPUs() (map[int][]int, error) {
 // ApplyThread binds the calling thread only (lock it first with
 // runtime.LockOSThread): processes it starts inherit its CPUs.
 func ApplyThread(cpus []int) error {
-	var set unix.CPUSet
-	for _, c := range cpus {
-		set.Set(c)
-	}
+	set := cpuSet(cpus)
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		return fmt.Errorf("%w: binding this thread to CPUs %s: %v", ErrBind, Format(cpus), err)
 	}
