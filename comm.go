@@ -229,6 +229,9 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		c.Close()
 		return nil, err
 	}
+	if c.size > 1 {
+		settle(settleTime(cfg, be))
+	}
 	return c, nil
 }
 

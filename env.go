@@ -65,7 +65,10 @@ const (
 	EnvSingleCopy   = env.EnvSingleCopy
 	// EnvBind binds the rank's process to CPUs: none (default), auto (its
 	// share of the host's CPUs, by local rank) or a CPU list such as 0-3.
-	EnvBind       = env.EnvBind
+	EnvBind = env.EnvBind
+	// EnvSettle is how long Init keeps a rank busy once set up (a
+	// duration, or 0); the default is the backend's (10ms on mpi).
+	EnvSettle     = env.EnvSettle
 	EnvInitMethod = env.EnvInitMethod
 	EnvDebug      = env.EnvDebug
 	EnvProfile    = env.EnvProfile

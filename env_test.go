@@ -118,6 +118,7 @@ func TestResolveKnobs(t *testing.T) {
 	for _, bad := range [][]string{
 		{"GOCOMM_TIMEOUT=soon"}, {"DEEPSPEED_TIMEOUT=later"}, {"GOCOMM_DEBUG=loud"}, {"GOCOMM_ALGO_ALLREDUCE=magic"},
 		{"GOCOMM_SHM_SINGLE_COPY=big"}, {"GOCOMM_SHM_SINGLE_COPY=-5"},
+		{"GOCOMM_SETTLE=soon"}, {"GOCOMM_SETTLE=-1ms"}, {"GOCOMM_SETTLE=2h"},
 	} {
 		_, err := resolve(Options{Getenv: envOf(bad...)})
 		name, _, _ := strings.Cut(bad[0], "=")

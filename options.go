@@ -62,6 +62,9 @@ type config struct {
 	// sharedProcs is the GOMAXPROCS GOCOMM_BIND=auto gives a rank when
 	// ranks outnumber CPUs (0: none).
 	sharedProcs int
+	// settle is GOCOMM_SETTLE, if settleSet (else the backend's default).
+	settle    time.Duration
+	settleSet bool
 }
 
 // resolve applies the environment to opts.
@@ -282,6 +285,16 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 			return env.Errorf("%s=%q: want a message size in bytes (e.g. 262144) or off", EnvSingleCopy, v)
 		}
 		cfg.transport.SingleCopyBytes = n
+	}
+	if v := e.Get(EnvSettle); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" || v == "off" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 || d > time.Minute {
+			return env.Errorf("%s=%q: want a duration up to 1m such as 10ms, or 0 (off)", EnvSettle, v)
+		}
+		cfg.settle, cfg.settleSet = d, true
 	}
 	if v := e.Get(EnvBind); v != "" {
 		allowed, err := cpubind.Allowed()

@@ -236,6 +236,16 @@ type LocalInfo interface {
 	Local() (rank, size int)
 }
 
+// Settler is implemented by world communicators whose ranks should stay
+// busy for a while once set up, before the program's first operation:
+// SettleTime is how long (GOCOMM_SETTLE overrides it). comm.Init spends it
+// after a system call, so that the Go runtime's monitor, which polls every
+// 20 us for its first ~50 polls after the process has idled, has slowed
+// down before the first operations run.
+type Settler interface {
+	SettleTime() time.Duration
+}
+
 // FailureSignal is implemented by communicators that can say when their
 // world has failed: aborted (here or by a peer), a peer lost, or closed.
 type FailureSignal interface {

@@ -87,6 +87,11 @@ func (l Launcher) String() string {
 //	                                     CPUs, GOMAXPROCS its share instead), or a list such
 //	                                     as 0-3,8. GOMAXPROCS follows unless set. commrun,
 //	                                     Spawn and commbench set auto unless it is set
+//	GOCOMM_SETTLE         -              how long Init keeps the rank busy once set up, so
+//	                                     that its first operations do not meet the Go
+//	                                     runtime monitor's start-up polling: a duration
+//	                                     (10ms) or 0; default 10ms on the mpi backends,
+//	                                     0 on native
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)

@@ -56,9 +56,13 @@ const (
 	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
 	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
 	EnvBind         = "GOCOMM_BIND" // none, auto or a CPU list (package internal/cpubind)
-	EnvInitMethod   = "GOCOMM_INIT_METHOD"
-	EnvDebug        = "GOCOMM_DEBUG"
-	EnvProfile      = "GOCOMM_PROFILE"
+	// EnvSettle is how long Init keeps a rank busy once set up (a
+	// duration, or 0), so that its first operations run after the Go
+	// runtime's monitor has slowed down; the default is the backend's.
+	EnvSettle     = "GOCOMM_SETTLE"
+	EnvInitMethod = "GOCOMM_INIT_METHOD"
+	EnvDebug      = "GOCOMM_DEBUG"
+	EnvProfile    = "GOCOMM_PROFILE"
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
 
