@@ -17,6 +17,7 @@ import (
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/clock"
 )
 
 // Blocking and nonblocking MPI calls. Open MPI's blocking collectives
@@ -211,9 +212,10 @@ func (c *Comm) blocking(req *backend.Request) bool {
 // before, and while MPI runs the world's watchdog enforces it as well as
 // MPI allows (watch).
 func (c *Comm) runBlocking(ctx context.Context, req *backend.Request, k *call) error {
+	now := clock.Nanos()
 	err := ctx.Err()
 	if err == nil {
-		err = c.checkStart()
+		err = c.checkStartAt(now)
 	}
 	if err != nil {
 		c.advance(req.Seq)
@@ -223,7 +225,7 @@ func (c *Comm) runBlocking(ctx context.Context, req *backend.Request, k *call) e
 		}
 		return c.opErr(req, -1, err)
 	}
-	c.pace.keepScheduled()
+	c.pace.keepScheduledAt(now)
 	c.blk.enter(ctx, req, k.a.blockingFn)
 	rc := c.gcColl(k, true)
 	stuck := c.blk.leave()

@@ -308,9 +308,15 @@ type Comm struct {
 	isWorld    bool
 	worldRanks []int // communicator rank -> world rank
 
-	turnMu sync.Mutex    // protects next and turn
-	next   uint64        // sequence number of the next collective to start
-	turn   chan struct{} // made by a waiter, closed when next advances
+	// next is the sequence number of the next collective to start. A
+	// collective whose turn it is reads it and goes; one that must wait
+	// sets waiting and makes turn, under turnMu, and advance closes turn
+	// when it sees waiting (each stores its own flag before it loads the
+	// other's, so one of them sees the other).
+	next    atomic.Uint64
+	waiting atomic.Bool
+	turnMu  sync.Mutex    // protects turn
+	turn    chan struct{} // made by a waiter, closed when next advances
 
 	gate gate // operations inside Run; closed by Close
 
@@ -320,11 +326,12 @@ type Comm struct {
 }
 
 func newComm(w *world, comm, mb C.MPI_Comm, rank, size int, isWorld bool) *Comm {
-	return &Comm{
+	c := &Comm{
 		w: w, comm: comm, mbComm: mb, rank: rank, size: size, isWorld: isWorld,
-		next: 1,
 		gate: gate{closedCh: make(chan struct{})},
 	}
+	c.next.Store(1)
+	return c
 }
 
 // Rank is this rank in the communicator (MPI_Comm_rank).
@@ -389,15 +396,18 @@ func (c *Comm) waitTurn(ctx context.Context, seq uint64) error {
 		return nil
 	}
 	for {
-		c.turnMu.Lock()
-		next := c.next
+		next := c.next.Load()
 		if next == seq {
-			c.turnMu.Unlock()
 			return nil
 		}
 		if seq < next {
-			c.turnMu.Unlock()
 			return fmt.Errorf("comm: mpi backend: sequence number %d was already started on this communicator", seq)
+		}
+		c.turnMu.Lock()
+		c.waiting.Store(true)
+		if c.next.Load() != next {
+			c.turnMu.Unlock()
+			continue
 		}
 		if c.turn == nil {
 			c.turn = make(chan struct{})
@@ -421,8 +431,12 @@ func (c *Comm) advance(seq uint64) {
 	if seq == 0 {
 		return
 	}
+	c.next.Store(seq + 1)
+	if !c.waiting.Load() {
+		return
+	}
 	c.turnMu.Lock()
-	c.next = seq + 1
+	c.waiting.Store(false)
 	if c.turn != nil {
 		close(c.turn)
 		c.turn = nil
@@ -593,34 +607,38 @@ func (c *Comm) closeGroup() error {
 }
 
 // gate counts the operations inside a communicator, so that Close can wait
-// for them to leave MPI before freeing what they use.
+// for them to leave MPI before freeing what they use. Entering and
+// leaving are one atomic addition each (every operation does both).
 type gate struct {
+	// state is the number of operations inside, plus gateClosed once
+	// the gate is closed: an operation that enters a closed gate leaves
+	// at once, and the one that leaves it empty signals idle.
+	state      atomic.Int64
 	closedFlag atomic.Bool // closed, for the polling loops
 
-	mu       sync.Mutex // protects the fields below
-	closed   bool
-	active   int
-	idle     chan struct{} // made by close when operations are inside; closed by the last to leave
+	mu       sync.Mutex    // protects idle
+	idle     chan struct{} // made by close when operations are inside; closed once none is
 	closedCh chan struct{} // closed by close
 }
 
+const gateClosed = 1 << 40
+
 func (g *gate) enter() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
+	if g.state.Add(1)&gateClosed != 0 {
+		g.leave()
 		return false
 	}
-	g.active++
 	return true
 }
 
 func (g *gate) leave() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.active--
-	if g.active == 0 && g.idle != nil {
-		close(g.idle)
-		g.idle = nil
+	if g.state.Add(-1) == gateClosed {
+		g.mu.Lock()
+		if g.idle != nil {
+			close(g.idle)
+			g.idle = nil
+		}
+		g.mu.Unlock()
 	}
 }
 
@@ -629,16 +647,16 @@ func (g *gate) leave() {
 func (g *gate) close() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed {
+	if g.closedFlag.Load() {
 		return -1
 	}
-	g.closed = true
 	g.closedFlag.Store(true)
 	close(g.closedCh)
-	if g.active > 0 {
+	n := g.state.Add(gateClosed) - gateClosed
+	if n > 0 {
 		g.idle = make(chan struct{})
 	}
-	return g.active
+	return int(n)
 }
 
 // wait returns once no operation is inside.

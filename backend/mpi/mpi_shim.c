@@ -336,8 +336,9 @@ static char gc_empty[2];
 // (AllToAllV). sn is this rank's send count (AllGatherV, GatherV) or
 // receive count (ScatterV).
 #define GC_DO(B, NB, ...) (blocking ? B(__VA_ARGS__) : NB(__VA_ARGS__, &q->req))
-int gc_coll(int kind, int blocking, void *s, void *r, int n, int sn, int dt, int op, int root, int inplace,
+int gc_coll(int kind, int blocking, uintptr_t sp, uintptr_t rp, int n, int sn, int dt, int op, int root, int inplace,
             int size, MPI_Comm c, gc_req *q) {
+	void *s = (void *)sp, *r = (void *)rp;
 	MPI_Datatype t = gc_type(dt);
 	int *in = q != NULL ? q->ints : NULL;
 	switch (kind) {

@@ -50,7 +50,7 @@ int gc_local(MPI_Comm c, int *rank, int *size);
 void gc_error_string(int code, char *buf, int *class);
 gc_req *gc_req_new(int nints, int arena);
 void gc_req_reset(gc_req *q);
-int gc_coll(int kind, int blocking, void *s, void *r, int n, int sn, int dt, int op, int root, int inplace,
+int gc_coll(int kind, int blocking, uintptr_t s, uintptr_t r, int n, int sn, int dt, int op, int root, int inplace,
             int size, MPI_Comm c, gc_req *q);
 int gc_ibcast(void *b, int n, int dt, int root, MPI_Comm c, gc_req *q);
 int gc_isend(void *b, int n, int dt, int peer, int tag, MPI_Comm c, gc_req *q);

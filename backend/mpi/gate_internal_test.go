@@ -1,0 +1,104 @@
+//go:build mpi && cgo
+
+package mpi
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestGate: close counts the operations inside, refuses new ones, and wait
+// returns once the last has left, also when operations race with close.
+func TestGate(t *testing.T) {
+	g := gate{closedCh: make(chan struct{})}
+	if !g.enter() || !g.enter() {
+		t.Fatal("an open gate refused an operation")
+	}
+	if n := g.close(); n != 2 {
+		t.Fatalf("close with 2 inside returned %d", n)
+	}
+	if g.enter() {
+		t.Fatal("a closed gate let an operation in")
+	}
+	if n := g.close(); n != -1 {
+		t.Fatalf("second close returned %d, want -1", n)
+	}
+	done := make(chan struct{})
+	go func() { g.wait(); close(done) }()
+	g.leave()
+	select {
+	case <-done:
+		t.Fatal("wait returned with an operation inside")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g.leave()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait did not return after the last operation left")
+	}
+
+	for round := range 200 {
+		g := gate{closedCh: make(chan struct{})}
+		var inside atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for g.enter() {
+					inside.Add(1)
+					inside.Add(-1)
+					g.leave()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * 10 * time.Microsecond)
+		g.close()
+		g.wait()
+		if n := inside.Load(); n != 0 {
+			t.Fatalf("round %d: wait returned with %d operations inside", round, n)
+		}
+		wg.Wait()
+	}
+}
+
+// TestTurnOrder: collectives started out of order by many goroutines run
+// in sequence order, each exactly once.
+func TestTurnOrder(t *testing.T) {
+	c := &Comm{gate: gate{closedCh: make(chan struct{})}, w: &world{failed: make(chan struct{})}}
+	c.next.Store(1)
+	const n = 2000
+	var order []uint64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for s := uint64(n); s >= 1; s-- {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.waitTurn(context.Background(), s); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, s)
+			mu.Unlock()
+			c.advance(s)
+		}()
+	}
+	wg.Wait()
+	if len(order) != n {
+		t.Fatalf("%d of %d collectives ran", len(order), n)
+	}
+	for i, s := range order {
+		if s != uint64(i+1) {
+			t.Fatalf("position %d ran sequence %d", i, s)
+		}
+	}
+	if err := c.waitTurn(context.Background(), 5); err == nil {
+		t.Error("a sequence number already started was accepted")
+	}
+}
