@@ -82,6 +82,9 @@ type Comm struct {
 	waits *waitWatch
 
 	closed atomic.Bool // read by every operation: no lock
+
+	// crowd caches crowded(): 0 not yet known, 1 no, 2 yes.
+	crowd atomic.Int32
 }
 
 var (

@@ -1,0 +1,53 @@
+package native
+
+import (
+	"testing"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/transport"
+)
+
+// sharing is an endpoint that shares memory with the world ranks in local.
+type sharing struct {
+	transport.Endpoint
+	local map[int]bool
+}
+
+func (s sharing) SharedMemory(peer int) bool { return s.local[peer] }
+
+// TestCrowdedHostRing: an all-reduce from crowdedRingBytes up takes the ring
+// when the host's ranks outnumber its CPUs by at most two to one and every
+// rank of the communicator shares memory; recursive doubling otherwise.
+func TestCrowdedHostRing(t *testing.T) {
+	defer func(f func() int) { numCPU = f }(numCPU)
+	numCPU = func() int { return 2 }
+	allLocal := map[int]bool{0: true, 1: true, 2: true, 3: true}
+	for _, tt := range []struct {
+		name  string
+		local int          // ranks on the host
+		share map[int]bool // world ranks sharing memory with rank 0
+		bytes int
+		want  algo.Algorithm
+	}{
+		{"4 ranks on 2 CPUs, 4 KiB", 4, allLocal, 4 << 10, algo.Ring},
+		{"4 ranks on 2 CPUs, 1 KiB", 4, allLocal, crowdedRingBytes, algo.Ring},
+		{"4 ranks on 2 CPUs, 512 B", 4, allLocal, 512, algo.RecursiveDoubling},
+		{"3 ranks on 2 CPUs, 32 KiB", 3, allLocal, 32 << 10, algo.Ring},
+		{"2 ranks on 2 CPUs", 2, allLocal, 4 << 10, algo.RecursiveDoubling},
+		{"5 ranks on 2 CPUs", 5, allLocal, 4 << 10, algo.RecursiveDoubling},
+		{"a rank on another host", 4, map[int]bool{0: true, 1: true, 2: true}, 4 << 10, algo.RecursiveDoubling},
+		{"above the cost model's ring size", 2, allLocal, algo.SmallMessage + 4, algo.Ring},
+	} {
+		c := &Comm{ep: sharing{local: tt.share}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
+		buf := make([]byte, tt.bytes)
+		req := &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
+		if got := c.flatChoice(req); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+		bc := &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: buf}
+		if got, want := c.flatChoice(bc), (&Comm{rank: 0, size: 4}).flatChoice(bc); got != want {
+			t.Errorf("%s: broadcast %v, want the cost model's %v", tt.name, got, want)
+		}
+	}
+}
