@@ -19,7 +19,7 @@ bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 (cd "$root" && go build -tags mpi -o "$bin/commbench" ./cmd/commbench)
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime)"
-"$bin/commbench" compare -n 2 -d float32 --runs 3 --series mpi-backend,mpi-shm \
+"$bin/commbench" compare -n 2 -d float32 --runs 3 --series mpi-backend,mpi-shm,mpi-shm-mt \
 	--op allreduce -b 8 -e 64M -f 2 -w 100 -i 1000 --budget 256M \
 	--json compare-mpi.json --csv compare-mpi.csv --plot compare-mpi.svg "$@"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime)"

@@ -39,8 +39,11 @@ const (
 	SeriesGocommTCP = "gocomm-tcp"
 	SeriesGocommSHM = "gocomm-shm"
 	SeriesMPISHM    = "mpi-shm"
-	SeriesMPITCP    = "mpi-tcp"
-	SeriesGloo      = "gloo"
+	// SeriesMPISHMMT is mpi-shm initialised with MPI_THREAD_MULTIPLE, the
+	// thread level gocomm's MPI backend runs at.
+	SeriesMPISHMMT = "mpi-shm-mt"
+	SeriesMPITCP   = "mpi-tcp"
+	SeriesGloo     = "gloo"
 	// SeriesMPIBackend is gocomm on its MPI backend (backend/mpi) under
 	// mpirun with the btls of mpi-shm, beside raw MPI; it needs a
 	// commbench built with cgo and -tags mpi.
@@ -54,6 +57,10 @@ const (
 
 // DefaultSeries is what commbench compare runs by default.
 var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPIBackend, SeriesMPISHM, SeriesMPISHMBest, SeriesMPITCP, SeriesMPITCPBest, SeriesGloo}
+
+// AllSeries is every series --series accepts: the default ones and
+// mpi-shm-mt.
+var AllSeries = append(slices.Clone(DefaultSeries), SeriesMPISHMMT)
 
 // DefaultCompareOps is the default --op of commbench compare: the
 // all-reduce sweep, and the other bandwidth ops at 64 MiB.
@@ -98,6 +105,8 @@ Series:
   mpi-backend  gocomm on its MPI backend (--backend mpi) under mpirun, with the
                btls of mpi-shm; needs this commbench built with cgo and -tags mpi
   mpi-shm      Open MPI through a C harness under mpirun, --mca btl self,vader
+  mpi-shm-mt   mpi-shm with MPI_Init_thread(MPI_THREAD_MULTIPLE), the thread
+               level of gocomm's MPI backend (not in the default series)
   mpi-tcp      the same with --mca btl self,tcp over loopback
   mpi-shm-best, mpi-tcp-best
                Open MPI at its best over vader and tcp: per op and size, the
@@ -223,8 +232,8 @@ func ParseCompareArgs(args []string, out io.Writer) (CompareConfig, error) {
 		if s == "" {
 			continue
 		}
-		if !slices.Contains(DefaultSeries, s) {
-			return cfg, fmt.Errorf("commbench compare: --series: unknown series %q (want some of %s)", s, strings.Join(DefaultSeries, ", "))
+		if !slices.Contains(AllSeries, s) {
+			return cfg, fmt.Errorf("commbench compare: --series: unknown series %q (want some of %s)", s, strings.Join(AllSeries, ", "))
 		}
 		if slices.Contains(cfg.Series, s) {
 			return cfg, fmt.Errorf("commbench compare: --series: %q given twice", s)
@@ -367,13 +376,16 @@ func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, er
 					return runCommand(ctx, cfg.Timeout, cfg.MPIRun, args)
 				},
 			})
-		case SeriesMPISHM, SeriesMPITCP:
+		case SeriesMPISHM, SeriesMPITCP, SeriesMPISHMMT:
 			btl := mpiBTL(s)
 			rs = append(rs, Runner{
 				Name: s, Setup: mpiSetup,
 				Run: func(ctx context.Context, plan, raw string) error {
 					args := append(mpirunBase(cfg), btl...)
 					args = append(args, mpiBin, plan, raw)
+					if s == SeriesMPISHMMT {
+						args = append(args, "multiple")
+					}
 					return runCommand(ctx, cfg.Timeout, cfg.MPIRun, args)
 				},
 			})

@@ -186,8 +186,13 @@ func TestParseCompareArgs(t *testing.T) {
 		cfg.MPIAlgos.String() != "allreduce=2,4,5,6 broadcast=1,3" {
 		t.Errorf("compare flags = %+v, %v", cfg, err)
 	}
+	if cfg, err := ParseCompareArgs(strings.Fields("--series mpi-backend,mpi-shm,mpi-shm-mt"), &bytes.Buffer{}); err != nil ||
+		strings.Join(cfg.Series, ",") != "mpi-backend,mpi-shm,mpi-shm-mt" {
+		t.Errorf("--series with mpi-shm-mt: %v, %v", cfg.Series, err)
+	}
 	for _, tt := range []struct{ args, want string }{
 		{"--series nccl", "unknown series"},
+		{"--series mpi-shm-mtx", "unknown series"},
 		{"--series gloo,gloo", "twice"},
 		{"--series ,", "no series"},
 		{"--runs 0", "--runs"},

@@ -221,7 +221,8 @@ func TestCompareEndToEnd(t *testing.T) {
 	cfg, err := ParseCompareArgs([]string{"-n", "2", "--op", "allreduce,allgather@64,reducescatter@64,alltoall@64,sendrecv@64,pingpong@64,barrier",
 		"-b", "8", "-e", "64", "-f", "8", "-w", "1", "-i", "3", "--runs", "1", "-c", "-q", "--timeout", "2m",
 		// One variant per best-of series: every op's algorithm 4.
-		"--mpi-algos", "allreduce=4 allgather=4 reducescatter=4 alltoall=4 barrier=4"}, &bytes.Buffer{})
+		"--mpi-algos", "allreduce=4 allgather=4 reducescatter=4 alltoall=4 barrier=4",
+		"--series", strings.Join(AllSeries, ",")}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestCompareEndToEnd(t *testing.T) {
 			t.Errorf("the %s series failed:\n%s", ours, s)
 		}
 	}
-	for _, peer := range []struct{ series, tool string }{{SeriesMPISHM, "mpicc"}, {SeriesMPISHMBest, "mpicc"}, {"mpi-shm-k4", "mpicc"}, {SeriesGloo, "/usr/bin/python3"}} {
+	for _, peer := range []struct{ series, tool string }{{SeriesMPISHM, "mpicc"}, {SeriesMPISHMMT, "mpicc"}, {SeriesMPISHMBest, "mpicc"}, {"mpi-shm-k4", "mpicc"}, {SeriesGloo, "/usr/bin/python3"}} {
 		if _, err := exec.LookPath(peer.tool); err == nil && strings.Contains(s, peer.series+": ") {
 			t.Errorf("%s did not run although %s is here:\n%s", peer.series, peer.tool, s)
 		}

@@ -300,10 +300,18 @@ static long count_wrong(const call *c) {
 }
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    /* "multiple" as a third argument: MPI_THREAD_MULTIPLE, as gocomm's MPI
+       backend asks for (the mpi-shm-mt series). */
+    if (argc == 4 && strcmp(argv[3], "multiple") == 0) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided < MPI_THREAD_MULTIPLE) die("MPI_THREAD_MULTIPLE not provided", NULL);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    if (argc != 3) die("usage: mpi_bench plan.txt raw.txt", NULL);
+    if (argc != 3 && argc != 4) die("usage: mpi_bench plan.txt raw.txt [multiple]", NULL);
     bench_plan plan;
     read_plan(argv[1], &plan);
     int es = type_sizes[plan.type];
