@@ -287,8 +287,8 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		cfg.transport.SingleCopyBytes = n
 	}
 	if v := e.Get(EnvSettle); v != "" {
-		d, err := time.ParseDuration(v)
-		if v == "0" || v == "off" {
+		d, err := time.ParseDuration(v) // "0" included
+		if v == "off" {
 			d, err = 0, nil
 		}
 		if err != nil || d < 0 || d > time.Minute {

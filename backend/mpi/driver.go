@@ -80,7 +80,6 @@ func (d Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, err
 		timeout:   timeout,
 		log:       log,
 		failed:    make(chan struct{}),
-		start:     time.Now(),
 		blocking:  blocking,
 		stopWatch: make(chan struct{}),
 	}
@@ -154,10 +153,9 @@ type world struct {
 	abortMu   sync.Mutex // serialises tests of abortReq (MPI forbids concurrent ones); protects abortDone
 	abortDone bool       // abortReq completed or was cancelled
 	// lastAbortPoll is when an operation's start last looked for abort
-	// notices (nanoseconds since start); looking costs an MPI_Test, so
-	// starts look at most every startAbortPoll.
+	// notices (clock.Nanos); looking costs an MPI_Test, so starts look
+	// at most every startAbortPoll.
 	lastAbortPoll atomic.Int64
-	start         time.Time
 
 	failedFlag atomic.Bool // err != nil, for the polling loops
 

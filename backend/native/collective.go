@@ -95,9 +95,9 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	if a := c.cfg.Algorithms.For(req.Kind); a != algo.Auto && a != algo.Hierarchical {
 		return a
 	}
-	a, chunk := algo.Choose(req.Kind, c.size, costBytes(req), req.DType.Size())
-	if a == algo.RecursiveDoubling && req.Kind == backend.KindAllReduce &&
-		costBytes(req) >= crowdedRingBytes && c.crowded() {
+	bytes := costBytes(req)
+	a, chunk := algo.Choose(req.Kind, c.size, bytes, req.DType.Size())
+	if a == algo.RecursiveDoubling && req.Kind == backend.KindAllReduce && bytes >= crowdedRingBytes && c.crowded() {
 		a, chunk = algo.Ring, 0
 	}
 	if req.Chunk == 0 {
