@@ -48,6 +48,12 @@ type recvOp struct {
 	// stop asks whoever writes into buf (a claimed receive) to give the
 	// buffer back: the receive's ctx ended or the mailbox failed.
 	stop atomic.Bool
+	// wake, if set, makes the writer of a claimed receive look at stop
+	// now, also when it is blocked waiting for the peer's next bytes
+	// (which, from a peer behind a dead link, never come): a connection's
+	// reader interrupts its socket read. Set with the claim, under
+	// mailbox.mu.
+	wake func()
 
 	// Guarded by mailbox.mu.
 	state recvState
@@ -70,6 +76,7 @@ type inflightMsg struct {
 	n       int
 	handoff atomic.Bool // r is set; the reader should switch to r.buf
 	r       *recvOp     // guarded by mailbox.mu
+	wake    func()      // the reader's (recvOp.wake), for the receive that claims it
 }
 
 // message is a fully arrived message nobody has received yet.
@@ -233,7 +240,7 @@ func (mb *mailbox) failLocked(err error) bool {
 		}
 	}
 	for r := range mb.claimed {
-		r.stop.Store(true)
+		r.askStop()
 	}
 	clear(mb.byKey)
 	clear(mb.bySeq)
@@ -354,6 +361,7 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 		r.state = recvClaimed
 		r.from = im.from
 		r.fit(im.n)
+		r.wake = im.wake
 		mb.claimed[r] = struct{}{}
 		im.r = r
 		im.handoff.Store(true)
@@ -433,9 +441,18 @@ func (mb *mailbox) cancelRecv(r *recvOp) bool {
 		r.state = recvDone
 		return true
 	case recvClaimed:
-		r.stop.Store(true)
+		r.askStop()
 	}
 	return false
+}
+
+// askStop asks the writer of a claimed receive to give its buffer back,
+// at once (wake) where it can be blocked. With mailbox.mu held.
+func (r *recvOp) askStop() {
+	r.stop.Store(true)
+	if r.wake != nil {
+		r.wake()
+	}
 }
 
 // result is the outcome of a receive whose done channel is closed, for a
@@ -502,15 +519,20 @@ func (mb *mailbox) takeInflightLocked(im *inflightMsg) *recvOp {
 // arriveStream is arrive for a reader that collects the payload over
 // time: with arriveQueue it also returns an inflightMsg that a later
 // receive may claim. The reader must end it with takeHandoff,
-// deliverInflight or dropInflight.
-func (mb *mailbox) arriveStream(from int, h Header, n int) (*recvOp, *inflightMsg, arrival) {
+// deliverInflight or dropInflight. wake, if not nil, is how a receive
+// that the message is written into (matched now, or claiming it later)
+// asks the reader to look at its stop flag at once (recvOp.wake).
+func (mb *mailbox) arriveStream(from int, h Header, n int, wake func()) (*recvOp, *inflightMsg, arrival) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	r, what := mb.matchLocked(from, &h, n)
+	if what == arriveDirect {
+		r.wake = wake
+	}
 	if what != arriveQueue {
 		return r, nil, what
 	}
-	im := &inflightMsg{from: from, h: h, n: n}
+	im := &inflightMsg{from: from, h: h, n: n, wake: wake}
 	key := keyOf(&h)
 	mb.inflight[key] = append(mb.inflight[key], im)
 	mb.noteSizeLocked()

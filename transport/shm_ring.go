@@ -457,7 +457,7 @@ func (e *shmEndpoint) onFirst(in *ringIn, off, ln int) error {
 		}
 		return nil
 	}
-	r, im, what := e.mb.arriveStream(in.peer, h, total)
+	r, im, what := e.mb.arriveStream(in.peer, h, total, nil)
 	in.cur = inStream{active: true, h: h, total: total, what: what, r: r, im: im}
 	if what == arriveQueue {
 		if in.cur.pooled = total >= pooledMin && total <= pooledMax; in.cur.pooled {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,7 @@ type tcpConn struct {
 	bufs       net.Buffers      // guarded by writeLock: iov's rest, written the blocking way
 	fast       *connWriter      // guarded by writeLock: the non-blocking first write; nil if none
 	readerDone chan struct{}
+	wake       func()       // interruptRead, made once: recvOp.wake of the receives this reader writes
 	gotGoodbye bool         // reader goroutine only
 	inflight   *recvOp      // reader goroutine only: claimed receive being read into
 	pending    *inflightMsg // reader goroutine only: message being collected
@@ -89,7 +91,7 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 		if nc == nil || p == rank {
 			continue
 		}
-		t.conns[p] = &tcpConn{
+		c := &tcpConn{
 			peer:       p,
 			conn:       nc,
 			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin), readBufSize),
@@ -98,6 +100,8 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 			sendFrag:   min(maxFragment, peerFrag[p]),
 			readerDone: make(chan struct{}),
 		}
+		c.wake = c.interruptRead
+		t.conns[p] = c
 	}
 	for _, c := range t.conns {
 		if c != nil {
@@ -253,10 +257,11 @@ func dropFront(bufs [][]byte, n int) [][]byte {
 
 // Recv receives the next matching message into buf; a message that
 // arrives while the receive is posted is read from the socket directly
-// into buf. If ctx ends while a message is being read into buf, Recv
-// returns once the reader has let go of buf (at its next socket read),
-// and the message is queued as if it had arrived unexpected. See
-// Endpoint.Recv.
+// into buf. If ctx ends (or the endpoint fails) while a message is being
+// read into buf, the reader is interrupted, also in a read that waits for
+// a peer gone silent mid-message, and Recv returns once it has let go of
+// buf; the message, moved aside, is queued as if it had arrived
+// unexpected. See Endpoint.Recv.
 func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, error) {
 	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
 		return -1, err
@@ -583,7 +588,7 @@ func (t *TCP) readLoop(c *tcpConn) {
 func (t *TCP) readFrames(c *tcpConn) error {
 	var hb [headerSize]byte
 	for {
-		if _, err := io.ReadFull(c.br, hb[:]); err != nil {
+		if err := c.readFull(hb[:]); err != nil {
 			if c.gotGoodbye {
 				return nil // the peer is gone, however the socket ended
 			}
@@ -609,7 +614,7 @@ func (t *TCP) readFrames(c *tcpConn) error {
 			}
 		case frameAbort:
 			reason := make([]byte, fh.fragLen)
-			if _, err := io.ReadFull(c.br, reason); err != nil {
+			if err := c.readFull(reason); err != nil {
 				return err
 			}
 			// Pass it on at once: a peer that next hears from this rank
@@ -644,115 +649,177 @@ func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
 		return fmt.Errorf("message of %d bytes does not fit in memory here", first.total)
 	}
 	total := int(first.total)
-	r, im, what := t.mb.arriveStream(c.peer, first.h, total)
-	var data []byte // arriveQueue: payload so far
-	pooled := false // data is from getBig
+	r, im, what := t.mb.arriveStream(c.peer, first.h, total, c.wake)
+	s := payloadRead{what: what, r: r, im: im, total: total}
 	switch what {
 	case arriveDirect:
 		c.inflight = r
 	case arriveQueue:
 		c.pending = im
-		if pooled = total >= pooledMin && total <= pooledMax; pooled {
+		if s.pooled = total >= pooledMin && total <= pooledMax; s.pooled {
 			// Recycled memory: fresh memory page-faults at a fraction of
 			// the speed of the copy on a VM.
-			data = getBig(total)[:0]
+			s.data = getBig(total)[:0]
 		} else {
-			data = make([]byte, 0, min(total, readChunk))
+			s.data = make([]byte, 0, min(total, readChunk))
 		}
 	}
 	fh := *first
-	got := 0
 	for {
-		end := got + int(fh.fragLen)
-		for got < end {
-			switch what {
+		end := s.got + int(fh.fragLen)
+		for s.got < end {
+			var err error
+			switch s.what {
 			case arriveDirect:
-				n, err := readDirect(c.br, r, got, end)
-				got += n
-				if err != nil {
-					return err
-				}
-				if r.stop.Load() && r.sink != nil {
-					// What the sink took cannot be given back: drop
-					// the rest (the receive's caller fails).
-					c.inflight = nil
-					t.mb.abandon(r)
-					r, what = nil, arriveDrop
-				} else if r.stop.Load() {
-					// The receive gave up (ctx) or the mailbox failed:
-					// move what we have out of its buffer and go on as
-					// if the message had arrived unexpected.
-					data = make([]byte, got, total)
-					copy(data, r.buf[:got])
-					pooled = false
-					c.inflight = nil
-					t.mb.abandon(r)
-					r, what = nil, arriveQueue
-				}
+				var n int
+				n, err = readDirect(c.br, s.r, s.got, end)
+				s.got += n
 			case arriveQueue:
-				step := min(end-got, readChunk)
-				var err error
-				if data, err = readAppend(c.br, data, step, total); err != nil {
-					return err
-				}
-				got += step
-				if im != nil && im.handoff.Load() {
-					// A receive was posted for this message: continue in
-					// its buffer.
-					r = t.mb.takeHandoff(im)
-					c.pending, im = nil, nil
-					r.put(0, data[:got])
-					if pooled {
-						putBig(data)
-					}
-					data, pooled = nil, false
-					c.inflight = r
-					what = arriveDirect
-				}
+				s.data, err = readAppend(c.br, s.data, min(end-s.got, readChunk), total)
+				s.got = len(s.data)
 			case arriveDrop:
-				if _, err := c.br.Discard(end - got); err != nil {
-					return err
-				}
-				got = end
+				var n int
+				n, err = c.br.Discard(end - s.got)
+				s.got += n
 			}
+			if err != nil && !c.interrupted(err) {
+				return err
+			}
+			t.answerReceive(c, &s)
 		}
-		if got == total {
+		if s.got == total {
 			break
 		}
-		if _, err := io.ReadFull(c.br, hb); err != nil {
-			return err
+		// The next fragment's header; a receive may ask for its buffer
+		// back meanwhile.
+		for n := 0; n < len(hb); {
+			k, err := io.ReadFull(c.br, hb[n:])
+			n += k
+			if err != nil && !c.interrupted(err) {
+				return err
+			}
+			t.answerReceive(c, &s)
 		}
 		next, err := decodeFrameHeader(hb, t.maxFragment)
 		if err != nil {
 			return err
 		}
-		if !next.continues(first, uint64(got)) {
-			return fmt.Errorf("protocol error: %v frame at offset %d inside a %d-byte message at offset %d", next.typ, next.offset, total, got)
+		if !next.continues(first, uint64(s.got)) {
+			return fmt.Errorf("protocol error: %v frame at offset %d inside a %d-byte message at offset %d", next.typ, next.offset, total, s.got)
 		}
 		fh = next
 	}
-	switch what {
+	switch s.what {
 	case arriveDirect:
 		c.inflight = nil
-		t.mb.complete(r)
+		t.mb.complete(s.r)
 	case arriveQueue:
 		switch {
-		case im != nil:
+		case s.im != nil:
 			c.pending = nil
-			t.mb.deliverInflight(im, data, pooled)
-		case pooled:
-			t.mb.deliverPooled(c.peer, first.h, data)
+			t.mb.deliverInflight(s.im, s.data, s.pooled)
+		case s.pooled:
+			t.mb.deliverPooled(c.peer, first.h, s.data)
 		default:
-			t.mb.deliver(c.peer, first.h, data)
+			t.mb.deliver(c.peer, first.h, s.data)
 		}
 	}
 	return nil
 }
 
+// payloadRead is a reader's progress through one message's payload.
+type payloadRead struct {
+	what   arrival
+	r      *recvOp      // arriveDirect: the receive whose buffer takes the payload
+	im     *inflightMsg // arriveQueue: the message as a receive may claim it; nil once none can
+	data   []byte       // arriveQueue: the payload so far
+	pooled bool         // data is from getBig
+	got    int          // bytes of the payload read
+	total  int
+}
+
+// answerReceive does what a receive asked of the reader since its last
+// read (see recvOp.stop and inflightMsg.handoff). A receive being written
+// into that was asked to stop (its ctx ended, or the endpoint failed)
+// gets its buffer back: what it holds moves to a fresh buffer and the
+// message goes on as if it had arrived unexpected (the rest of a sink's
+// message, whose pieces cannot be given back, is dropped instead). A
+// receive that claimed the message meanwhile takes it over: the payload
+// so far moves into its buffer and the rest is read there; unless it was
+// asked to stop in the meantime, when it is let go with its buffer
+// untouched.
+func (t *TCP) answerReceive(c *tcpConn, s *payloadRead) {
+	switch s.what {
+	case arriveDirect:
+		if !s.r.stop.Load() {
+			return
+		}
+		r := s.r
+		if r.sink != nil {
+			s.what = arriveDrop
+		} else {
+			s.data = make([]byte, s.got, s.total)
+			copy(s.data, r.buf[:s.got])
+			s.pooled = false
+			s.what = arriveQueue
+		}
+		c.inflight, s.r = nil, nil
+		t.mb.abandon(r)
+	case arriveQueue:
+		if s.im == nil || !s.im.handoff.Load() {
+			return
+		}
+		r := t.mb.takeHandoff(s.im)
+		c.pending, s.im = nil, nil
+		if r.stop.Load() {
+			t.mb.abandon(r)
+			return
+		}
+		r.put(0, s.data[:s.got])
+		if s.pooled {
+			putBig(s.data)
+		}
+		s.data, s.pooled = nil, false
+		c.inflight, s.r, s.what = r, r, arriveDirect
+	}
+}
+
+// interruptRead makes the reader's socket read return at once (a read
+// deadline in the past), so that it answers a receive that asked for its
+// buffer back (recvOp.wake) even while the peer sends nothing: a peer
+// behind a dead link, whose message stops halfway, never does, and its
+// connection ends only when TCP gives up, many minutes later.
+func (c *tcpConn) interruptRead() { c.conn.SetReadDeadline(aLongTimeAgo()) }
+
+// interrupted reports whether err is a read interrupted by interruptRead,
+// which it clears so that reading can go on. It clears it before the
+// caller looks at what receives asked: an interruption asked for after
+// that is not lost, it ends the next read.
+func (c *tcpConn) interrupted(err error) bool {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	c.conn.SetReadDeadline(time.Time{})
+	return true
+}
+
+// readFull is io.ReadFull from the connection, reading on after an
+// interruption (interruptRead): for bytes that no receive's buffer takes.
+func (c *tcpConn) readFull(p []byte) error {
+	for n := 0; ; {
+		k, err := io.ReadFull(c.br, p[n:])
+		n += k
+		if err == nil || !c.interrupted(err) {
+			return err
+		}
+	}
+}
+
 const maxInt = int(^uint(0) >> 1)
 
 // readAppend reads n more bytes onto data, growing it as bytes arrive (not
-// by what a header announces), never past capacity total.
+// by what a header announces), never past capacity total. On error data
+// holds every byte read.
 func readAppend(br *bufio.Reader, data []byte, n, total int) ([]byte, error) {
 	for n > 0 {
 		chunk := min(n, readChunk)
@@ -763,8 +830,8 @@ func readAppend(br *bufio.Reader, data []byte, n, total int) ([]byte, error) {
 		}
 		start := len(data)
 		data = data[:start+chunk]
-		if _, err := io.ReadFull(br, data[start:]); err != nil {
-			return data[:start], err
+		if k, err := io.ReadFull(br, data[start:]); err != nil {
+			return data[:start+k], err // every byte read: the reader may read on
 		}
 		n -= chunk
 	}

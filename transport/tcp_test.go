@@ -216,37 +216,76 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestRecvCancelWhileReading cancels a receive after the first fragment of
-// its message was read into its buffer: Recv returns at the next read,
-// and the message, moved aside, still arrives whole.
+// TestRecvCancelWhileReading: a receive whose message stops arriving
+// partway (its sender's link died: the connection stays open and silent,
+// as it does for many minutes after a cable is pulled) returns as soon as
+// its ctx ends or its endpoint aborts. That holds whether the reader was
+// writing the message into the receive's buffer (posted first) or still
+// collecting it aside (the receive claimed it while it arrived), and
+// wherever the sender stopped: inside a fragment, between two, or inside
+// a header. The reader moves the bytes aside and reads on: once the rest
+// comes, the message arrives whole.
 func TestRecvCancelWhileReading(t *testing.T) {
-	eps := tcpWorld(t, 2, worldConfig{maxFragment: 4096})
-	ctx := tctx(t)
+	const frag, n = 16 << 10, 64 << 10
 	h := Header{Comm: 1, Seq: 1, Sig: sig(2)}
-	want := payload(9, 8192)
-	frame := func(off int) []byte {
-		b := encodeFrame(frameHeader{typ: frameData, h: h, total: 8192, offset: uint64(off), fragLen: 4096})
-		return append(b, want[off:off+4096]...)
+	want := payload(9, n)
+	var stream []byte // the message as the sender writes it
+	for off := 0; off < n; off += frag {
+		stream = append(stream, encodeFrame(frameHeader{typ: frameData, h: h, total: n, offset: uint64(off), fragLen: frag})...)
+		stream = append(stream, want[off:off+frag]...)
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	ch := goRecv(cctx, eps[1], 0, h, make([]byte, 8192))
-	mb := eps[1].mb
-	waitFor(t, "receive posted", func() bool { mb.mu.Lock(); defer mb.mu.Unlock(); return len(mb.byKey) == 1 })
-	writeRaw(t, eps[0], 1, frame(0))
-	waitFor(t, "receive claimed", func() bool { mb.mu.Lock(); defer mb.mu.Unlock(); return len(mb.claimed) == 1 })
-	cancel()
-	select {
-	case r := <-ch:
-		t.Fatalf("Recv returned %v while its buffer was being written", r.err)
-	case <-time.After(20 * time.Millisecond):
+	cuts := map[string]int{
+		"inside a fragment": headerSize + frag/2,
+		"between fragments": headerSize + frag,
+		"inside a header":   2*headerSize + frag - 7,
 	}
-	writeRaw(t, eps[0], 1, frame(4096))
-	if r := waitResult(t, ch, 5*time.Second); !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("got %v, want context.Canceled", r.err)
-	}
-	buf := make([]byte, 8192)
-	if _, err := eps[1].Recv(ctx, 0, h, buf); err != nil || !bytes.Equal(buf, want) {
-		t.Fatalf("message after cancel: %v", err)
+	for _, posted := range []string{"posted first", "claimed in flight"} {
+		for cutName, cut := range cuts {
+			for _, end := range []string{"ctx ends", "endpoint aborts"} {
+				t.Run(posted+"/"+cutName+"/"+end, func(t *testing.T) {
+					eps := tcpWorld(t, 2, worldConfig{maxFragment: frag})
+					ctx := tctx(t)
+					mb := eps[1].mb
+					count := func(f func() int) func() bool {
+						return func() bool { mb.mu.Lock(); defer mb.mu.Unlock(); return f() == 1 }
+					}
+					cctx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					var ch <-chan recvResult
+					if posted == "posted first" {
+						ch = goRecv(cctx, eps[1], 0, h, make([]byte, n))
+						waitFor(t, "receive posted", count(func() int { return len(mb.byKey) }))
+						writeRaw(t, eps[0], 1, stream[:cut])
+					} else {
+						writeRaw(t, eps[0], 1, stream[:cut])
+						waitFor(t, "message in flight", count(func() int { return len(mb.inflight) }))
+						ch = goRecv(cctx, eps[1], 0, h, make([]byte, n))
+					}
+					waitFor(t, "receive claimed", count(func() int { return len(mb.claimed) }))
+					time.Sleep(10 * time.Millisecond) // the reader waits for more
+					if end == "ctx ends" {
+						cancel()
+					} else {
+						eps[1].Abort(errors.New("test abort"))
+					}
+					r := waitResult(t, ch, 2*time.Second)
+					if end == "endpoint aborts" {
+						if !errors.Is(r.err, ErrAborted) {
+							t.Fatalf("got %v, want ErrAborted", r.err)
+						}
+						return
+					}
+					if !errors.Is(r.err, context.Canceled) {
+						t.Fatalf("got %v, want context.Canceled", r.err)
+					}
+					writeRaw(t, eps[0], 1, stream[cut:])
+					buf := make([]byte, n)
+					if _, err := eps[1].Recv(ctx, 0, h, buf); err != nil || !bytes.Equal(buf, want) {
+						t.Fatalf("message after cancel: %v (whole: %v)", err, bytes.Equal(buf, want))
+					}
+				})
+			}
+		}
 	}
 }
 
