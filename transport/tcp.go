@@ -33,7 +33,7 @@ type TCP struct {
 	mu        sync.Mutex    // protects following
 	closing   bool          // Close started
 	abortSent bool          // Abort was called, or an abort is passed on
-	abortDone chan struct{} // closed once every abort frame is written (or given up)
+	abortDone chan struct{} // closed once every abort frame is flushed (see flushAbort)
 }
 
 // tcpConn is the connection to one peer.
@@ -282,9 +282,12 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 // aborted passes that peer's abort on instead, unchanged, so that a rank
 // that only hears of the failure from a rank that has since exited still
 // learns the first cause. Abort returns once the frames are written to
-// the kernel (or the close timeout passed for a peer that takes none), so
-// a process that exits right after still tells its peers why; later calls
-// wait for the same.
+// the kernel, so a process that exits right after still tells its peers
+// why; later calls wait for the same. A peer whose socket takes no frame
+// within abortFlushWait reads nothing (it is dead, stuck, or behind a dead
+// link): its frame is written in the background, until the close timeout,
+// and Close waits for it, but Abort does not, since the error that this
+// rank is about to report is due now.
 func (t *TCP) Abort(err error) {
 	t.startAbort(err)
 	t.flushAbort()
@@ -315,20 +318,17 @@ func (t *TCP) startAbortLocked(err error) {
 	done := make(chan struct{})
 	t.abortDone = done
 	deadline := time.Now().Add(t.closeWait)
-	var writers sync.WaitGroup
+	var flushed sync.WaitGroup
 	for _, c := range t.conns {
 		if c != nil && c.peer != skip {
 			t.wg.Add(1)
 			t.abortWG.Add(1)
-			writers.Add(1)
-			go func() {
-				defer writers.Done()
-				t.writeAbort(c, ab, deadline)
-			}()
+			flushed.Add(1)
+			go t.writeAbort(c, ab, deadline, sync.OnceFunc(flushed.Done))
 		}
 	}
 	go func() {
-		writers.Wait()
+		flushed.Wait()
 		close(done)
 	}()
 }
@@ -349,8 +349,18 @@ func (t *TCP) abortToSend(err error) (ab abortFrame, skip int, ok bool) {
 	return abortFrame{origin: origin, kind: kind, reporter: reporter, reason: abortReason(err)}, -1, true
 }
 
-// flushAbort waits until the abort frames are written, if an abort is
-// being sent (each write is bounded by the close timeout).
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// flushAbort waits until the abort frames are flushed, if an abort is
+// being sent: written to the kernel, given up (each write is bounded by
+// the close timeout), or left to the background for a peer whose socket
+// takes nothing (see Abort).
 func (t *TCP) flushAbort() {
 	t.mu.Lock()
 	done := t.abortDone
@@ -375,9 +385,17 @@ func (t *TCP) failed() bool {
 	return err != nil && !errors.Is(err, ErrClosed)
 }
 
-func (t *TCP) writeAbort(c *tcpConn, ab abortFrame, deadline time.Time) {
+// abortFlushWait bounds how long Abort waits for a peer's socket to take
+// its abort frame (see Abort): a socket with room takes it at once.
+const abortFlushWait = 20 * time.Millisecond
+
+// writeAbort writes the abort frame ab to c before deadline, calling
+// flushed once it is written, or given up, or no longer worth waiting for
+// (see Abort).
+func (t *TCP) writeAbort(c *tcpConn, ab abortFrame, deadline time.Time, flushed func()) {
 	defer t.wg.Done()
 	defer t.abortWG.Done()
+	defer flushed()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
@@ -392,9 +410,16 @@ func (t *TCP) writeAbort(c *tcpConn, ab abortFrame, deadline time.Time) {
 	fh := ab.header()
 	var hb [headerSize]byte
 	fh.encode(hb[:])
-	c.conn.SetWriteDeadline(deadline)
 	bufs := net.Buffers{hb[:], []byte(ab.reason)}
-	n, err := bufs.WriteTo(c.conn)
+	c.conn.SetWriteDeadline(earliest(time.Now().Add(abortFlushWait), deadline))
+	n, err := bufs.WriteTo(c.conn) // consumes what it writes
+	if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline) {
+		flushed()
+		c.conn.SetWriteDeadline(deadline)
+		var m int64
+		m, err = bufs.WriteTo(c.conn)
+		n += m
+	}
 	c.conn.SetWriteDeadline(time.Time{})
 	<-c.writeLock
 	if err != nil && n > 0 {

@@ -452,6 +452,12 @@ func TestLateRecvTakesOverMessage(t *testing.T) {
 // rank 1 is a synchronous in-memory pipe, and rank 1's raw end of it.
 func pipeTCP(t *testing.T) (*TCP, net.Conn) {
 	t.Helper()
+	return pipeTCPClosing(t, 100*time.Millisecond)
+}
+
+// pipeTCPClosing is pipeTCP with the close timeout closeWait.
+func pipeTCPClosing(t *testing.T, closeWait time.Duration) (*TCP, net.Conn) {
+	t.Helper()
 	acc, dial := net.Pipe()
 	hcA := &handshakeConfig{rank: 0, size: 2, job: jobID("pipe"), maxFragment: 1 << 20}
 	hcD := &handshakeConfig{rank: 1, size: 2, job: jobID("pipe"), maxFragment: 1 << 20}
@@ -467,7 +473,7 @@ func pipeTCP(t *testing.T) (*TCP, net.Conn) {
 	if err2 := <-dialErr; err != nil || err2 != nil {
 		t.Fatal(err, err2)
 	}
-	e := newTCP(0, 2, 1<<20, 100*time.Millisecond, []net.Conn{nil, acc}, []int{0, frag})
+	e := newTCP(0, 2, 1<<20, closeWait, []net.Conn{nil, acc}, []int{0, frag})
 	t.Cleanup(func() {
 		dial.Close()
 		e.Close()
@@ -502,6 +508,33 @@ func TestSendCancel(t *testing.T) {
 	t.Log(err)
 	if err := e.mb.failed(); !errors.Is(err, ErrPeerLost) || !errors.Is(err, ErrAborted) {
 		t.Fatalf("endpoint after a half-written send: %v", err)
+	}
+}
+
+// TestAbortDoesNotWaitForSilentPeer: Abort does not wait the close
+// timeout for a peer that reads nothing (dead, stuck, or behind a dead
+// link, whose socket is full), since the error of the operation that
+// aborts is due at once; the frame is still written in the background
+// until the close timeout, and reaches the peer if it reads again.
+func TestAbortDoesNotWaitForSilentPeer(t *testing.T) {
+	const closeWait = 3 * time.Second
+	e, peer := pipeTCPClosing(t, closeWait) // a pipe takes no byte its reader does not read
+	start := time.Now()
+	e.Abort(errors.New("test abort"))
+	if took := time.Since(start); took > closeWait/3 {
+		t.Fatalf("Abort took %v for a peer that reads nothing (close timeout %v)", took, closeWait)
+	}
+	hb := make([]byte, headerSize)
+	if _, err := io.ReadFull(peer, hb); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := decodeFrameHeader(hb, 1<<20)
+	if err != nil || fh.typ != frameAbort {
+		t.Fatalf("peer read %v (%v), want an abort frame", fh.typ, err)
+	}
+	reason := make([]byte, fh.fragLen)
+	if _, err := io.ReadFull(peer, reason); err != nil || !strings.Contains(string(reason), "test abort") {
+		t.Fatalf("abort reason %q: %v", reason, err)
 	}
 }
 
