@@ -138,7 +138,13 @@ func (f *flightWorld) startWatcher(store rendezvous.Store, timeout time.Duration
 			}
 			failures = 0
 			if ok {
-				f.postHead(ctx)
+				// Bounded too: the store may have become unreachable
+				// since the Check (a partition), and a failing
+				// operation's exchange waits for this post to end
+				// (postHead holds the exchange's lock).
+				pctx, cancel := context.WithTimeout(ctx, x.grace)
+				f.postHead(pctx)
+				cancel()
 				return
 			}
 		}

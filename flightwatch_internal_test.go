@@ -74,3 +74,39 @@ func TestWatcherSurvivesAFailedCheck(t *testing.T) {
 		t.Errorf("the watcher gave up after %d Checks, want %d", n, watcherMaxFailures)
 	}
 }
+
+// unreachableSetStore is a store whose Sets never get an answer (its
+// server's host went behind a dead link after the Check that found the
+// incident): each blocks until its ctx ends.
+type unreachableSetStore struct{ rendezvous.Store }
+
+func (s unreachableSetStore) Set(ctx context.Context, key string, value []byte) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestWatcherPostIsBounded: a watcher that found an incident but cannot
+// post its recorders (the store became unreachable) gives up within the
+// exchange's grace, so the failing operation's own exchange, which waits
+// for it, still ends in bounded time instead of hanging the rank.
+func TestWatcherPostIsBounded(t *testing.T) {
+	mem := rendezvous.NewMemStore()
+	if err := mem.Set(context.Background(), flightIncidentKey, []byte(`{"comm":1,"seq":1,"op":"all_reduce","rank":0,"ranks":[0,1]}`)); err != nil {
+		t.Fatal(err)
+	}
+	f := &flightWorld{rank: 1, size: 2}
+	f.startWatcher(unreachableSetStore{mem}, time.Second, nil) // grace 200 ms, a Check every 250 ms
+	defer f.stopWatcher()
+	time.Sleep(400 * time.Millisecond) // the watcher found the incident and is posting
+	done := make(chan string, 1)
+	go func() {
+		_, note := f.runExchange(nil, nil)
+		done <- note
+	}()
+	select {
+	case note := <-done:
+		t.Logf("exchange: %s", note)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the failing operation's exchange waited for the watcher's post to an unreachable store")
+	}
+}
