@@ -96,11 +96,11 @@ func AllReduce(ctx context.Context, c *comm.Comm, buf []float32, st *State) erro
 	var s *scratch
 	if h.code == ok {
 		s = st.scratchFor(n)
-		sum, err := kernel.Compress(buf, st.WorkerError, s.signs)
+		scale, err := kernel.CompressScale(buf, st.WorkerError, s.signs)
 		if err != nil {
 			return err
 		}
-		h.scale = kernel.Scale(sum, len(st.WorkerError))
+		h.scale = scale
 	}
 
 	// Phase 1, part one: every rank's header with its scale. The ranks
@@ -143,11 +143,10 @@ func AllReduce(ctx context.Context, c *comm.Comm, buf []float32, st *State) erro
 		}
 	}
 	own := s.gathered[rank*s.block : (rank+1)*s.block]
-	sum, err := kernel.Compress(m, st.ServerError, own[:chunk/8])
+	scale, err := kernel.CompressScale(m, st.ServerError, own[:chunk/8])
 	if err != nil {
 		return err
 	}
-	scale := kernel.Scale(sum, chunk)
 	if err := kernel.UpdateError(m, st.ServerError, own[:chunk/8], scale); err != nil {
 		return err
 	}

@@ -21,6 +21,12 @@ func compressBlockAVX2(x, e *float32, bits *byte, n int, invU float64, parity ui
 func compressBlockEvenAVX2(x, e *float32, bits *byte, n int, invU float64) (k float64)
 
 //go:noescape
+func compressFastAVX2(x, e *float32, bits *byte, n int) float64
+
+//go:noescape
+func compressFast64AVX512(x, e *float32, bits *byte, n int) float64
+
+//go:noescape
 func updateErrorAVX2(x, e *float32, bits *byte, n int, pos, neg float32)
 
 //go:noescape
@@ -53,6 +59,25 @@ func compress(x, e []float32, bits []byte) float64 {
 		sum = sumBlocks(x, e, bits, 0, n, 0, unitsAVX2, chainAVX2)
 	}
 	return compressGo(x, e, bits, n, sum)
+}
+
+// compressApprox is Compress with the squares summed in no fixed order
+// (scale.go): the vector kernels (n a multiple of 16, or of 64 with
+// AVX-512) keep a partial sum per lane; the Go loop does the rest.
+func compressApprox(x, e []float32, bits []byte) float64 {
+	var n int
+	var sum float64
+	switch {
+	case useAVX512:
+		if n = len(x) &^ 63; n > 0 {
+			sum = compressFast64AVX512(&x[0], &e[0], &bits[0], n)
+		}
+	case useAVX2:
+		if n = len(x) &^ 15; n > 0 {
+			sum = compressFastAVX2(&x[0], &e[0], &bits[0], n)
+		}
+	}
+	return compressApproxGo(x, e, bits, n, sum)
 }
 
 // unitsAVX2 is the AVX2 block kernel (see blockKernel): the one that

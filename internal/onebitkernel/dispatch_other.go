@@ -14,6 +14,8 @@ var useAVX512 = false
 
 func compress(x, e []float32, bits []byte) float64 { return compressGo(x, e, bits, 0, 0) }
 
+func compressApprox(x, e []float32, bits []byte) float64 { return compressApproxGo(x, e, bits, 0, 0) }
+
 func updateError(x, e []float32, bits []byte, pos, neg float32) {
 	updateErrorGo(x, e, bits, 0, pos, neg)
 }

@@ -19,7 +19,8 @@ func floatsOf(data []byte) []float32 {
 // FuzzPackRoundTrip packs arbitrary values of any length (padded to whole
 // bytes with +0, as AllReduce pads) and unpacks them at every odd length:
 // each element comes back as +scale unless it was < 0, the vector kernels
-// agree with the Go loops, and nothing reads or writes out of bounds.
+// agree with the Go loops, CompressScale gives Scale of the index-order
+// sum, and nothing reads or writes out of bounds.
 func FuzzPackRoundTrip(f *testing.F) {
 	f.Add([]byte{}, float32(1))
 	f.Add([]byte{0, 0, 0, 0x80, 0, 0, 0xc0, 0x7f, 0, 0, 0x80, 0xbf}, float32(0.5)) // -0, NaN, -1
@@ -37,6 +38,16 @@ func FuzzPackRoundTrip(f *testing.F) {
 		goSum := compressGo(x, e, goBits, 0, 0)
 		if string(bits) != string(goBits) || !sameSum(sum, goSum) {
 			t.Fatalf("vector and Go compress differ: %x/%v vs %x/%v", bits, sum, goBits, goSum)
+		}
+		got, err := CompressScale(x, e, bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := Scale(goSum, w); math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+			t.Fatalf("CompressScale %v, want %v (Scale of the index-order sum)", got, want)
+		}
+		if string(bits) != string(goBits) {
+			t.Fatalf("CompressScale's signs %x, want %x", bits, goBits)
 		}
 		for _, l := range []int{len(x), len(x) / 2, max(len(x)-1, 0), min(len(x)+1, w)} {
 			out := make([]float32, l)

@@ -25,6 +25,20 @@ func Compress(x, e []float32, bits []byte) (float64, error) {
 	return compress(x, e, bits), nil
 }
 
+// CompressScale is Compress followed by Scale(sum, len(e)), the scale
+// the 1-bit all-reduce sends, with the same bits, usually without forming
+// the index-order sum: a sum of the squares in any order, with a bound on
+// how far it can be from the index-order one, proves the scale when the
+// whole interval rounds to it (scale.go); the rare sum the bound cannot
+// settle is formed in index order. The signs are Compress's.
+func CompressScale(x, e []float32, bits []byte) (float32, error) {
+	if err := checkCompress(x, e, bits); err != nil {
+		return 0, err
+	}
+	scale, _ := compressScale(x, e, bits)
+	return scale, nil
+}
+
 // UpdateError is the second pass: e[j] = (x[j] + e[j]) - scale*sign[j],
 // with x padded by +0 and the signs packed by Compress from the same x and
 // e. scale*sign is scale or -scale (the negation: for a NaN scale only the

@@ -598,3 +598,82 @@ odd64Done:
 	MOVQ      BX, done+64(FP)
 	MOVB      AX, ok+80(FP)
 	RET
+
+// func compressFast64AVX512(x, e *float32, bits *byte, n int) float64
+//
+// compressFast64AVX512 forms the signs of n elements (a multiple of 64)
+// as compressRunEven64AVX512 does and sums their squares in eight partial
+// sums of eight lanes each, in no fixed order (scale.go): LOAD64 with
+// the squares added to the partial sums Z18-Z25 instead of to S0.
+TEXT ·compressFast64AVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), SI
+	MOVQ      e+8(FP), DX
+	MOVQ      bits+16(FP), DI
+	MOVQ      n+24(FP), CX
+	SHRQ      $6, CX
+	VPXORD    Z31, Z31, Z31
+	VMOVDQU64 sidx<>(SB), Z30
+	VPXORQ    Z18, Z18, Z18
+	VPXORQ    Z19, Z19, Z19
+	VPXORQ    Z20, Z20, Z20
+	VPXORQ    Z21, Z21, Z21
+	VPXORQ    Z22, Z22, Z22
+	VPXORQ    Z23, Z23, Z23
+	VPXORQ    Z24, Z24, Z24
+	VPXORQ    Z25, Z25, Z25
+	TESTQ     CX, CX
+	JZ        fast64Done
+
+fast64Loop:
+	VMOVUPS       0(SI), Z0
+	VADDPS        0(DX), Z0, Z0
+	VMOVUPS       64(SI), Z1
+	VADDPS        64(DX), Z1, Z1
+	VMOVUPS       128(SI), Z2
+	VADDPS        128(DX), Z2, Z2
+	VMOVUPS       192(SI), Z3
+	VADDPS        192(DX), Z3, Z3
+	VCVTPS2PD     Y0, Z8
+	VEXTRACTF32X8 $1, Z0, Y9
+	VCVTPS2PD     Y9, Z9
+	VCVTPS2PD     Y1, Z10
+	VEXTRACTF32X8 $1, Z1, Y11
+	VCVTPS2PD     Y11, Z11
+	VCVTPS2PD     Y2, Z12
+	VEXTRACTF32X8 $1, Z2, Y13
+	VCVTPS2PD     Y13, Z13
+	VCVTPS2PD     Y3, Z14
+	VEXTRACTF32X8 $1, Z3, Y15
+	VCVTPS2PD     Y15, Z15
+	VFMADD231PD   Z8, Z8, Z18
+	VFMADD231PD   Z9, Z9, Z19
+	VFMADD231PD   Z10, Z10, Z20
+	VFMADD231PD   Z11, Z11, Z21
+	VFMADD231PD   Z12, Z12, Z22
+	VFMADD231PD   Z13, Z13, Z23
+	VFMADD231PD   Z14, Z14, Z24
+	VFMADD231PD   Z15, Z15, Z25
+	SIGNS64
+	ADDQ          $256, SI
+	ADDQ          $256, DX
+	ADDQ          $8, DI
+	DECQ          CX
+	JNZ           fast64Loop
+
+fast64Done:
+	VADDPD        Z19, Z18, Z18
+	VADDPD        Z21, Z20, Z20
+	VADDPD        Z23, Z22, Z22
+	VADDPD        Z25, Z24, Z24
+	VADDPD        Z20, Z18, Z18
+	VADDPD        Z24, Z22, Z22
+	VADDPD        Z22, Z18, Z18
+	VEXTRACTF64X4 $1, Z18, Y1
+	VADDPD        Y1, Y18, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPD        X1, X0, X0
+	VPERMILPD     $1, X0, X1
+	VADDSD        X1, X0, X0
+	VZEROUPPER
+	MOVSD         X0, ret+32(FP)
+	RET

@@ -440,3 +440,73 @@ unpackAddLoop:
 unpackAddDone:
 	VZEROUPPER
 	RET
+
+// func compressFastAVX2(x, e *float32, bits *byte, n int) float64
+//
+// compressFastAVX2 is compressAVX2 with the squares summed in four
+// partial sums of four lanes each, in no fixed order (scale.go), 16
+// elements at a time (n a multiple of 16). Products and sums are separate
+// instructions: the product is exact, and AVX2 does not imply FMA.
+TEXT ·compressFastAVX2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), SI
+	MOVQ    e+8(FP), DX
+	MOVQ    bits+16(FP), DI
+	MOVQ    n+24(FP), CX
+	SHRQ    $4, CX
+	VXORPD  Y8, Y8, Y8
+	VXORPD  Y9, Y9, Y9
+	VXORPD  Y10, Y10, Y10
+	VXORPD  Y11, Y11, Y11
+	VXORPS  Y15, Y15, Y15
+	VMOVDQU reverse<>(SB), Y13
+	TESTQ   CX, CX
+	JZ      fastDone
+
+fastLoop:
+	VMOVUPS      (SI), Y0
+	VADDPS       (DX), Y0, Y0
+	VMOVUPS      32(SI), Y1
+	VADDPS       32(DX), Y1, Y1
+	// two bytes of signs, as compressAVX2's
+	VPERMPS      Y0, Y13, Y2
+	VCMPPS       $1, Y15, Y2, Y2
+	VMOVMSKPS    Y2, AX
+	VPERMPS      Y1, Y13, Y3
+	VCMPPS       $1, Y15, Y3, Y3
+	VMOVMSKPS    Y3, BX
+	SHLL         $8, BX
+	ORL          BX, AX
+	NOTL         AX
+	MOVW         AX, (DI)
+	// squares in float64, one partial sum per lane
+	VCVTPS2PD    X0, Y4
+	VEXTRACTF128 $1, Y0, X5
+	VCVTPS2PD    X5, Y5
+	VCVTPS2PD    X1, Y6
+	VEXTRACTF128 $1, Y1, X7
+	VCVTPS2PD    X7, Y7
+	VMULPD       Y4, Y4, Y4
+	VMULPD       Y5, Y5, Y5
+	VMULPD       Y6, Y6, Y6
+	VMULPD       Y7, Y7, Y7
+	VADDPD       Y4, Y8, Y8
+	VADDPD       Y5, Y9, Y9
+	VADDPD       Y6, Y10, Y10
+	VADDPD       Y7, Y11, Y11
+	ADDQ         $64, SI
+	ADDQ         $64, DX
+	ADDQ         $2, DI
+	DECQ         CX
+	JNZ          fastLoop
+
+fastDone:
+	VADDPD       Y9, Y8, Y8
+	VADDPD       Y11, Y10, Y10
+	VADDPD       Y10, Y8, Y8
+	VEXTRACTF128 $1, Y8, X9
+	VADDPD       X9, X8, X8
+	VPERMILPD    $1, X8, X9
+	VADDSD       X9, X8, X8
+	VZEROUPPER
+	MOVSD        X8, ret+32(FP)
+	RET
