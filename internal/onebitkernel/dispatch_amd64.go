@@ -8,6 +8,10 @@ import "golang.org/x/sys/cpu"
 // the OS (x/sys/cpu checks both). Tests switch it off to run the Go loops.
 var useAVX2 = cpu.X86.HasAVX2
 
+// hasFMA: the AVX2 kernel of the unordered sum (compressFastAVX2) adds
+// the squares with fused multiply-adds.
+var hasFMA = cpu.X86.HasFMA
+
 // Each vector kernel does the longest prefix of whole bytes of signs (8
 // elements) that it can; the Go loop finishes from there.
 
@@ -62,8 +66,9 @@ func compress(x, e []float32, bits []byte) float64 {
 }
 
 // compressApprox is Compress with the squares summed in no fixed order
-// (scale.go): the vector kernels (n a multiple of 16, or of 64 with
-// AVX-512) keep a partial sum per lane; the Go loop does the rest.
+// (scale.go): the vector kernels (n a multiple of 32, or of 64 with
+// AVX-512; the AVX2 one needs FMA) keep a partial sum per lane; the Go
+// loop does the rest.
 func compressApprox(x, e []float32, bits []byte) float64 {
 	var n int
 	var sum float64
@@ -72,8 +77,8 @@ func compressApprox(x, e []float32, bits []byte) float64 {
 		if n = len(x) &^ 63; n > 0 {
 			sum = compressFast64AVX512(&x[0], &e[0], &bits[0], n)
 		}
-	case useAVX2:
-		if n = len(x) &^ 15; n > 0 {
+	case useAVX2 && hasFMA:
+		if n = len(x) &^ 31; n > 0 {
 			sum = compressFastAVX2(&x[0], &e[0], &bits[0], n)
 		}
 	}

@@ -441,24 +441,34 @@ unpackAddDone:
 	VZEROUPPER
 	RET
 
+// signs32<> orders, in each 128-bit lane, the 16 bytes of comparison
+// results that VPACKSSDW, VPACKSSWB and VPERMQ $0xd8 leave (elements
+// 0-3, 8-11, 4-7, 12-15 of the lane's 16) so that byte p holds element
+// 8(p/8)+7-p%8: VPMOVMSKB then packs MSB first.
+DATA signs32<>+0(SB)/8, $0x0001020308090a0b
+DATA signs32<>+8(SB)/8, $0x040506070c0d0e0f
+DATA signs32<>+16(SB)/8, $0x0001020308090a0b
+DATA signs32<>+24(SB)/8, $0x040506070c0d0e0f
+GLOBL signs32<>(SB), RODATA|NOPTR, $32
+
 // func compressFastAVX2(x, e *float32, bits *byte, n int) float64
 //
-// compressFastAVX2 is compressAVX2 with the squares summed in four
-// partial sums of four lanes each, in no fixed order (scale.go), 16
-// elements at a time (n a multiple of 16). Products and sums are separate
-// instructions: the product is exact, and AVX2 does not imply FMA.
+// compressFastAVX2 forms the signs of n elements (a multiple of 32) as
+// compressAVX2 does and sums their squares in four partial sums of four
+// lanes each, in no fixed order (scale.go), with FMA (the product is exact
+// in float64, so a fused multiply-add rounds once, as an addition does).
 TEXT ·compressFastAVX2(SB), NOSPLIT, $0-40
 	MOVQ    x+0(FP), SI
 	MOVQ    e+8(FP), DX
 	MOVQ    bits+16(FP), DI
 	MOVQ    n+24(FP), CX
-	SHRQ    $4, CX
+	SHRQ    $5, CX
 	VXORPD  Y8, Y8, Y8
 	VXORPD  Y9, Y9, Y9
 	VXORPD  Y10, Y10, Y10
 	VXORPD  Y11, Y11, Y11
 	VXORPS  Y15, Y15, Y15
-	VMOVDQU reverse<>(SB), Y13
+	VMOVDQU signs32<>(SB), Y14
 	TESTQ   CX, CX
 	JZ      fastDone
 
@@ -467,17 +477,24 @@ fastLoop:
 	VADDPS       (DX), Y0, Y0
 	VMOVUPS      32(SI), Y1
 	VADDPS       32(DX), Y1, Y1
-	// two bytes of signs, as compressAVX2's
-	VPERMPS      Y0, Y13, Y2
-	VCMPPS       $1, Y15, Y2, Y2
-	VMOVMSKPS    Y2, AX
-	VPERMPS      Y1, Y13, Y3
-	VCMPPS       $1, Y15, Y3, Y3
-	VMOVMSKPS    Y3, BX
-	SHLL         $8, BX
-	ORL          BX, AX
+	VMOVUPS      64(SI), Y2
+	VADDPS       64(DX), Y2, Y2
+	VMOVUPS      96(SI), Y3
+	VADDPS       96(DX), Y3, Y3
+	// four bytes of signs: b < 0 in every lane, narrowed to bytes, put in
+	// MSB-first order, collected and inverted
+	VCMPPS       $1, Y15, Y0, Y4
+	VCMPPS       $1, Y15, Y1, Y5
+	VCMPPS       $1, Y15, Y2, Y6
+	VCMPPS       $1, Y15, Y3, Y7
+	VPACKSSDW    Y5, Y4, Y4
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSWB    Y6, Y4, Y4
+	VPERMQ       $0xd8, Y4, Y4
+	VPSHUFB      Y14, Y4, Y4
+	VPMOVMSKB    Y4, AX
 	NOTL         AX
-	MOVW         AX, (DI)
+	MOVL         AX, (DI)
 	// squares in float64, one partial sum per lane
 	VCVTPS2PD    X0, Y4
 	VEXTRACTF128 $1, Y0, X5
@@ -485,17 +502,23 @@ fastLoop:
 	VCVTPS2PD    X1, Y6
 	VEXTRACTF128 $1, Y1, X7
 	VCVTPS2PD    X7, Y7
-	VMULPD       Y4, Y4, Y4
-	VMULPD       Y5, Y5, Y5
-	VMULPD       Y6, Y6, Y6
-	VMULPD       Y7, Y7, Y7
-	VADDPD       Y4, Y8, Y8
-	VADDPD       Y5, Y9, Y9
-	VADDPD       Y6, Y10, Y10
-	VADDPD       Y7, Y11, Y11
-	ADDQ         $64, SI
-	ADDQ         $64, DX
-	ADDQ         $2, DI
+	VFMADD231PD  Y4, Y4, Y8
+	VFMADD231PD  Y5, Y5, Y9
+	VFMADD231PD  Y6, Y6, Y10
+	VFMADD231PD  Y7, Y7, Y11
+	VCVTPS2PD    X2, Y4
+	VEXTRACTF128 $1, Y2, X5
+	VCVTPS2PD    X5, Y5
+	VCVTPS2PD    X3, Y6
+	VEXTRACTF128 $1, Y3, X7
+	VCVTPS2PD    X7, Y7
+	VFMADD231PD  Y4, Y4, Y8
+	VFMADD231PD  Y5, Y5, Y9
+	VFMADD231PD  Y6, Y6, Y10
+	VFMADD231PD  Y7, Y7, Y11
+	ADDQ         $128, SI
+	ADDQ         $128, DX
+	ADDQ         $4, DI
 	DECQ         CX
 	JNZ          fastLoop
 
