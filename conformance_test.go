@@ -110,7 +110,7 @@ var algorithmSweeps = []struct {
 	{"halving-doubling", backend.Algorithms{AllReduce: algo.HalvingDoubling, ReduceScatter: algo.HalvingDoubling}},
 	{"tree", backend.Algorithms{AllReduce: algo.Tree, Reduce: algo.Tree, Broadcast: algo.Tree, AllGather: algo.Tree,
 		ReduceScatter: algo.Tree, Gather: algo.Tree, Scatter: algo.Tree, Barrier: algo.Tree}},
-	{"linear", backend.Algorithms{Reduce: algo.Linear, Broadcast: algo.Linear, Gather: algo.Linear, Scatter: algo.Linear, AllToAll: algo.Linear}},
+	{"linear", backend.Algorithms{AllReduce: algo.Linear, Reduce: algo.Linear, Broadcast: algo.Linear, Gather: algo.Linear, Scatter: algo.Linear, AllToAll: algo.Linear}},
 	{"pairwise", backend.Algorithms{AllToAll: algo.Pairwise}},
 	// Hierarchical where the world spans several hosts (the hybrid factory
 	// simulates two); elsewhere it falls back to the flat cost model.

@@ -15,7 +15,7 @@ func TestErrors(t *testing.T) {
 		want string // in the message
 	}{
 		{"auto", func() (Plan, error) { return AllReduce(Auto, 0, 2, 4, 0) }, ErrUnsupported, "auto must be resolved"},
-		{"allreduce pairwise", func() (Plan, error) { return AllReduce(Pairwise, 0, 2, 4, 0) }, ErrUnsupported, "allreduce has no pairwise schedule (want one of ring, recursive-doubling, halving-doubling, tree)"},
+		{"allreduce pairwise", func() (Plan, error) { return AllReduce(Pairwise, 0, 2, 4, 0) }, ErrUnsupported, "allreduce has no pairwise schedule (want one of ring, recursive-doubling, halving-doubling, tree, linear)"},
 		{"unknown algorithm", func() (Plan, error) { return Barrier(Algorithm(99), 0, 2) }, ErrUnsupported, "Algorithm(99)"},
 		{"reduce ring", func() (Plan, error) { return Reduce(Ring, 0, 2, 0, 4) }, ErrUnsupported, "reduce has no ring"},
 		{"broadcast rd", func() (Plan, error) { return Broadcast(RecursiveDoubling, 0, 2, 0, 4, 0) }, ErrUnsupported, "broadcast has no"},

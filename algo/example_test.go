@@ -41,7 +41,7 @@ func ExampleAllReduce_errors() {
 	_, err = algo.Gather(algo.Tree, 0, 4, 0, []int{1, 2, 3})
 	fmt.Println(err)
 	// Output:
-	// algo: algorithm not available for this operation: allreduce: algorithm auto must be resolved by the caller first (want one of ring, recursive-doubling, halving-doubling, tree)
+	// algo: algorithm not available for this operation: allreduce: algorithm auto must be resolved by the caller first (want one of ring, recursive-doubling, halving-doubling, tree, linear)
 	// algo: invalid argument: gather: len(counts) = 3, want size 4 (one count per rank)
 }
 

@@ -19,7 +19,7 @@ import "github.com/gocomm/comm/core"
 func KeepsOrder(k core.Kind, a Algorithm, root int) bool {
 	switch k {
 	case core.KindAllReduce:
-		return a == RecursiveDoubling || a == Tree
+		return a == RecursiveDoubling || a == Tree || a == Linear
 	case core.KindReduce:
 		return (a == Tree || a == Linear) && root == 0
 	case core.KindReduceScatter, core.KindReduceScatterV:

@@ -135,7 +135,7 @@ func TestKeepsOrder(t *testing.T) {
 		kind  core.Kind
 		algos []Algorithm
 	}{
-		{core.KindAllReduce, []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Tree}},
+		{core.KindAllReduce, []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Tree, Linear}},
 		{core.KindReduce, []Algorithm{Tree, Linear}},
 		{core.KindReduceScatter, []Algorithm{Ring, HalvingDoubling, Tree}},
 	}

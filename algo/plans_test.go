@@ -541,6 +541,7 @@ func TestStepCounts(t *testing.T) {
 			{"allreduce rd", func(r int) (Plan, error) { return AllReduce(RecursiveDoubling, r, size, count, 0) }, floorLog2(size) + folded(size)},
 			{"allreduce hd", func(r int) (Plan, error) { return AllReduce(HalvingDoubling, r, size, count, 0) }, 2*floorLog2(size) + folded(size)},
 			{"allreduce tree", func(r int) (Plan, error) { return AllReduce(Tree, r, size, count, 0) }, 2 * log2(size)},
+			{"allreduce linear", func(r int) (Plan, error) { return AllReduce(Linear, r, size, count, 0) }, min(size-1, 1) * size},
 			{"reduce tree", func(r int) (Plan, error) { return Reduce(Tree, r, size, size-1, count) }, log2(size)},
 			{"reduce linear", func(r int) (Plan, error) { return Reduce(Linear, r, size, 0, count) }, size - 1},
 			{"broadcast tree", func(r int) (Plan, error) { return Broadcast(Tree, r, size, 1%size, count, 0) }, log2(size)},

@@ -20,6 +20,11 @@ package algo
 //     steps, with the same folding.
 //   - Tree: binomial reduce to rank 0 then binomial broadcast from rank 0,
 //     2 ceil(log2(size)) steps.
+//   - Linear: rank 0 receives and reduces the input of rank 1, 2, ...,
+//     one per step, then sends the result to every rank in one step; size
+//     steps, every other rank only sends once and receives once (Open
+//     MPI's basic_linear: the fewest hand-offs, for ranks that share few
+//     CPUs).
 //
 // chunk > 0 cuts every message of every algorithm into pieces of at most
 // chunk elements, sent in order within the same step (so an engine may
@@ -52,6 +57,18 @@ func AllReduce(a Algorithm, rank, size, count, chunk int) (Plan, error) {
 	case Tree:
 		treeReduce(b, 0, rank, size, 0, count)
 		treeBroadcast(b, ceilLog2(size), rank, size, 0, count)
+	case Linear:
+		if rank != 0 {
+			b.send(rank-1, 0, Work, 0, count)
+			b.recv(size-1, 0, 0, count, false)
+			break
+		}
+		for i := 1; i < size; i++ {
+			b.recv(i-1, i, 0, count, true)
+		}
+		for i := 1; i < size; i++ {
+			b.send(size-1, i, Work, 0, count)
+		}
 	}
 	return b.plan, nil
 }

@@ -25,7 +25,7 @@ var (
 func AlgorithmsFor(op string) []Algorithm {
 	switch op {
 	case "allreduce":
-		return []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Tree}
+		return []Algorithm{Ring, RecursiveDoubling, HalvingDoubling, Tree, Linear}
 	case "reduce":
 		return []Algorithm{Tree, Linear}
 	case "broadcast":
