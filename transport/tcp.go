@@ -283,11 +283,12 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 // that only hears of the failure from a rank that has since exited still
 // learns the first cause. Abort returns once the frames are written to
 // the kernel, so a process that exits right after still tells its peers
-// why; later calls wait for the same. A peer whose socket takes no frame
-// within abortFlushWait reads nothing (it is dead, stuck, or behind a dead
-// link): its frame is written in the background, until the close timeout,
-// and Close waits for it, but Abort does not, since the error that this
-// rank is about to report is due now.
+// why; later calls wait for the same. A peer whose connection takes no
+// frame within abortFlushWait (its socket is full, or another write to it
+// is blocked) reads nothing: it is dead, stuck, or behind a dead link. Its
+// frame is written in the background, until the close timeout, and Close
+// waits for it, but Abort does not, since the error that this rank is
+// about to report is due now.
 func (t *TCP) Abort(err error) {
 	t.startAbort(err)
 	t.flushAbort()
@@ -398,14 +399,24 @@ func (t *TCP) writeAbort(c *tcpConn, ab abortFrame, deadline time.Time, flushed 
 	defer flushed()
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	select {
-	case c.writeLock <- struct{}{}:
-	case <-timer.C:
-		return
-	case <-t.closedCh:
-		return
-	case <-c.readerDone:
-		return // the connection is gone: nobody to tell
+	// A write that holds the connection longer than abortFlushWait (a
+	// message, or a waiting notice) is blocked on a socket that takes
+	// nothing: the frame waits for it, Abort does not.
+	quick := time.NewTimer(abortFlushWait)
+	defer quick.Stop()
+	for locked := false; !locked; {
+		select {
+		case c.writeLock <- struct{}{}:
+			locked = true
+		case <-quick.C:
+			flushed()
+		case <-timer.C:
+			return
+		case <-t.closedCh:
+			return
+		case <-c.readerDone:
+			return // the connection is gone: nobody to tell
+		}
 	}
 	fh := ab.header()
 	var hb [headerSize]byte

@@ -524,6 +524,31 @@ func TestAbortDoesNotWaitForSilentPeer(t *testing.T) {
 	if took := time.Since(start); took > closeWait/3 {
 		t.Fatalf("Abort took %v for a peer that reads nothing (close timeout %v)", took, closeWait)
 	}
+	readAbortFrame(t, peer)
+}
+
+// TestAbortDoesNotWaitForBlockedWrite: nor does Abort wait the close
+// timeout for a write that holds the connection to a peer that reads
+// nothing (a message, or a waiting notice, blocked on a full socket); the
+// frame follows it.
+func TestAbortDoesNotWaitForBlockedWrite(t *testing.T) {
+	const closeWait = 3 * time.Second
+	e, peer := pipeTCPClosing(t, closeWait)
+	c := e.conns[1]
+	c.writeLock <- struct{}{} // a write blocked on the peer holds the connection
+	start := time.Now()
+	e.Abort(errors.New("test abort"))
+	if took := time.Since(start); took > closeWait/3 {
+		t.Fatalf("Abort took %v behind a blocked write (close timeout %v)", took, closeWait)
+	}
+	<-c.writeLock // the write is done
+	readAbortFrame(t, peer)
+}
+
+// readAbortFrame reads an abort frame saying "test abort" from the raw
+// end of a connection.
+func readAbortFrame(t *testing.T, peer net.Conn) {
+	t.Helper()
 	hb := make([]byte, headerSize)
 	if _, err := io.ReadFull(peer, hb); err != nil {
 		t.Fatal(err)
