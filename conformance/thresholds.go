@@ -14,7 +14,7 @@ import (
 // all-reduce on a host with more ranks than CPUs (1 KiB). backend/native's
 // tests check that its cost model uses no size missing here, so a new
 // threshold gets cases of its own.
-var Thresholds = []int{1 << 10, 64 << 10, 512 << 10, 1 << 20}
+var Thresholds = []int{1 << 10, 8 << 10, 64 << 10, 512 << 10, 1 << 20}
 
 // ThresholdCases returns every collective at the counts whose message size,
 // as a cost model measures it (the whole buffer of all-reduce, reduce and

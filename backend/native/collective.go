@@ -97,8 +97,11 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	}
 	bytes := costBytes(req)
 	a, chunk := algo.Choose(req.Kind, c.size, bytes, req.DType.Size())
-	if a == algo.RecursiveDoubling && req.Kind == backend.KindAllReduce && bytes >= crowdedRingBytes && c.crowded() {
-		a, chunk = algo.Ring, 0
+	if a == algo.RecursiveDoubling && req.Kind == backend.KindAllReduce && bytes >= crowdedTreeBytes && c.crowded() {
+		a, chunk = algo.Tree, 0
+		if bytes >= crowdedLinearBytes {
+			a = algo.Linear
+		}
 	}
 	if req.Chunk == 0 {
 		req.Chunk = chunk
@@ -106,18 +109,29 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	return a
 }
 
-// crowdedRingBytes is the smallest all-reduce that takes the ring instead
-// of recursive doubling on a crowded host (crowded). With more ranks than
-// CPUs, two ranks on one CPU take turns, and every recursive-doubling step
-// that pairs them waits for a switch of the CPU from one to the other
-// (35-60 us on this VM class); the ring's neighbours keep a pipeline
-// going. Measured (commbench, 4 ranks and 3 ranks on 2 CPUs, shm, forced
-// algorithms, interleaved runs, 2026-11-24), loop time rd -> ring: 4
-// ranks 1 KiB 100-121 -> 78-90 us, 2 KiB 123-134 -> 67-70, 4 KiB 150-168
-// -> 57-65, 32 KiB 219-226 -> 82-94; 3 ranks 4 KiB 36-73 -> 28-31, 32
-// KiB 61-77 -> 41-42; at 8-512 B neither won consistently. With 8 ranks
-// on 2 CPUs runs spread 3x either way: no rule there.
-const crowdedRingBytes = 1 << 10
+// On a crowded host (crowded), an all-reduce from crowdedTreeBytes up to
+// the cost model's ring (algo.SmallMessage) takes the binomial tree, and
+// from crowdedLinearBytes the linear schedule (Open MPI's basic_linear),
+// instead of recursive doubling. With more ranks than CPUs, two ranks on
+// one CPU take turns, and every step that makes one wait for the other
+// waits for a switch of the CPU (35-60 us on this VM class): recursive
+// doubling pairs every rank with every other in log2(n) full-vector
+// exchanges, the ring makes 2(n-1) dependent steps, the tree 2 log2(n)
+// with half the ranks idle, and the linear schedule has each rank send
+// once and receive once while rank 0 does the n-1 reductions; all move
+// the same bytes in total. Measured (commbench, shm, forced algorithms,
+// interleaved rounds, medians of loop time, 2026-11-25 00:27-00:29, 4
+// ranks on 2 CPUs, 6-10 rounds), linear / tree / ring / rd: 1 KiB
+// 62/43/55/116 us, 4 KiB 44/42/56/154, 8 KiB 44/47/60/134, 32 KiB
+// 60/66/71/75, 64 KiB 85/92/98/117, 128 KiB 156/179/146/181 (the ring
+// above 64 KiB, as the cost model has it); 512 B 33/27/52/31 and 8-64 B
+// rd best (16-17 us against 24-52). 3 ranks on 2 CPUs: linear and tree
+// 5-20% ahead of the ring from 1 to 64 KiB. An earlier session's rule
+// (the ring from 1 KiB) had replaced recursive doubling's 100-250 us.
+const (
+	crowdedTreeBytes   = 1 << 10
+	crowdedLinearBytes = 8 << 10
+)
 
 // numCPU is runtime.NumCPU; tests replace it.
 var numCPU = runtime.NumCPU

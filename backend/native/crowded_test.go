@@ -16,10 +16,12 @@ type sharing struct {
 
 func (s sharing) SharedMemory(peer int) bool { return s.local[peer] }
 
-// TestCrowdedHostRing: an all-reduce from crowdedRingBytes up takes the ring
-// when the host's ranks outnumber its CPUs by at most two to one and every
-// rank of the communicator shares memory; recursive doubling otherwise.
-func TestCrowdedHostRing(t *testing.T) {
+// TestCrowdedHost: an all-reduce from crowdedTreeBytes up takes the tree,
+// from crowdedLinearBytes the linear schedule, when the host's ranks
+// outnumber its CPUs by at most two to one and every rank of the
+// communicator shares memory; recursive doubling otherwise, and the ring
+// above the cost model's small-message size either way.
+func TestCrowdedHost(t *testing.T) {
 	defer func(f func() int) { numCPU = f }(numCPU)
 	numCPU = func() int { return 2 }
 	allLocal := map[int]bool{0: true, 1: true, 2: true, 3: true}
@@ -30,10 +32,13 @@ func TestCrowdedHostRing(t *testing.T) {
 		bytes int
 		want  algo.Algorithm
 	}{
-		{"4 ranks on 2 CPUs, 4 KiB", 4, allLocal, 4 << 10, algo.Ring},
-		{"4 ranks on 2 CPUs, 1 KiB", 4, allLocal, crowdedRingBytes, algo.Ring},
+		{"4 ranks on 2 CPUs, 4 KiB", 4, allLocal, 4 << 10, algo.Tree},
+		{"4 ranks on 2 CPUs, 1 KiB", 4, allLocal, crowdedTreeBytes, algo.Tree},
+		{"4 ranks on 2 CPUs, 8 KiB", 4, allLocal, crowdedLinearBytes, algo.Linear},
+		{"4 ranks on 2 CPUs, 64 KiB", 4, allLocal, algo.SmallMessage, algo.Linear},
+		{"4 ranks on 2 CPUs, above 64 KiB", 4, allLocal, algo.SmallMessage + 4, algo.Ring},
 		{"4 ranks on 2 CPUs, 512 B", 4, allLocal, 512, algo.RecursiveDoubling},
-		{"3 ranks on 2 CPUs, 32 KiB", 3, allLocal, 32 << 10, algo.Ring},
+		{"3 ranks on 2 CPUs, 32 KiB", 3, allLocal, 32 << 10, algo.Linear},
 		{"2 ranks on 2 CPUs", 2, allLocal, 4 << 10, algo.RecursiveDoubling},
 		{"5 ranks on 2 CPUs", 5, allLocal, 4 << 10, algo.RecursiveDoubling},
 		{"a rank on another host", 4, map[int]bool{0: true, 1: true, 2: true}, 4 << 10, algo.RecursiveDoubling},
