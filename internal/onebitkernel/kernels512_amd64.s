@@ -329,33 +329,38 @@ GLOBL bytes01<>(SB), RODATA|NOPTR, $4
 	VPADDQ    Z22, Z22, Z22 \
 	VMOVDQU64 sidx<>(SB), Z30
 
-// LOAD64 reads 64 elements: b = x + e in Z0-Z3 (16 each), and s =
-// fl(S0 + b*b) for elements 8i to 8i+7 in Z(8+i).
-#define LOAD64 \
+// CVT64 reads 64 elements: b = x + e in Z0-Z3 (16 each), and b in float64
+// for elements 8i to 8i+7 in Z(8+i).
+#define CVT64 \
 	VMOVUPS       0(SI), Z0 \
 	VADDPS        0(DX), Z0, Z0 \
 	VMOVUPS       64(SI), Z1 \
 	VADDPS        64(DX), Z1, Z1 \
+	VMOVUPS       128(SI), Z2 \
+	VADDPS        128(DX), Z2, Z2 \
+	VMOVUPS       192(SI), Z3 \
+	VADDPS        192(DX), Z3, Z3 \
 	VCVTPS2PD     Y0, Z8 \
 	VEXTRACTF32X8 $1, Z0, Y9 \
 	VCVTPS2PD     Y9, Z9 \
 	VCVTPS2PD     Y1, Z10 \
 	VEXTRACTF32X8 $1, Z1, Y11 \
 	VCVTPS2PD     Y11, Z11 \
-	VFMADD213PD   Z29, Z8, Z8 \
-	VFMADD213PD   Z29, Z9, Z9 \
-	VFMADD213PD   Z29, Z10, Z10 \
-	VFMADD213PD   Z29, Z11, Z11 \
-	VMOVUPS       128(SI), Z2 \
-	VADDPS        128(DX), Z2, Z2 \
-	VMOVUPS       192(SI), Z3 \
-	VADDPS        192(DX), Z3, Z3 \
 	VCVTPS2PD     Y2, Z12 \
 	VEXTRACTF32X8 $1, Z2, Y13 \
 	VCVTPS2PD     Y13, Z13 \
 	VCVTPS2PD     Y3, Z14 \
 	VEXTRACTF32X8 $1, Z3, Y15 \
-	VCVTPS2PD     Y15, Z15 \
+	VCVTPS2PD     Y15, Z15
+
+// LOAD64 is CVT64 that leaves s = fl(S0 + b*b) for elements 8i to 8i+7
+// in Z(8+i).
+#define LOAD64 \
+	CVT64 \
+	VFMADD213PD   Z29, Z8, Z8 \
+	VFMADD213PD   Z29, Z9, Z9 \
+	VFMADD213PD   Z29, Z10, Z10 \
+	VFMADD213PD   Z29, Z11, Z11 \
 	VFMADD213PD   Z29, Z12, Z12 \
 	VFMADD213PD   Z29, Z13, Z13 \
 	VFMADD213PD   Z29, Z14, Z14 \
@@ -603,8 +608,8 @@ odd64Done:
 //
 // compressFast64AVX512 forms the signs of n elements (a multiple of 64)
 // as compressRunEven64AVX512 does and sums their squares in eight partial
-// sums of eight lanes each, in no fixed order (scale.go): LOAD64 with
-// the squares added to the partial sums Z18-Z25 instead of to S0.
+// sums of eight lanes each, in no fixed order (scale.go): CVT64, then
+// the squares added to the partial sums Z18-Z25.
 TEXT ·compressFast64AVX512(SB), NOSPLIT, $0-40
 	MOVQ      x+0(FP), SI
 	MOVQ      e+8(FP), DX
@@ -625,26 +630,7 @@ TEXT ·compressFast64AVX512(SB), NOSPLIT, $0-40
 	JZ        fast64Done
 
 fast64Loop:
-	VMOVUPS       0(SI), Z0
-	VADDPS        0(DX), Z0, Z0
-	VMOVUPS       64(SI), Z1
-	VADDPS        64(DX), Z1, Z1
-	VMOVUPS       128(SI), Z2
-	VADDPS        128(DX), Z2, Z2
-	VMOVUPS       192(SI), Z3
-	VADDPS        192(DX), Z3, Z3
-	VCVTPS2PD     Y0, Z8
-	VEXTRACTF32X8 $1, Z0, Y9
-	VCVTPS2PD     Y9, Z9
-	VCVTPS2PD     Y1, Z10
-	VEXTRACTF32X8 $1, Z1, Y11
-	VCVTPS2PD     Y11, Z11
-	VCVTPS2PD     Y2, Z12
-	VEXTRACTF32X8 $1, Z2, Y13
-	VCVTPS2PD     Y13, Z13
-	VCVTPS2PD     Y3, Z14
-	VEXTRACTF32X8 $1, Z3, Y15
-	VCVTPS2PD     Y15, Z15
+	CVT64
 	VFMADD231PD   Z8, Z8, Z18
 	VFMADD231PD   Z9, Z9, Z19
 	VFMADD231PD   Z10, Z10, Z20

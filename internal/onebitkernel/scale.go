@@ -49,11 +49,10 @@ func provenRoot(approx float64, n int) (float32, bool) {
 // whether the proof failed and the index-order sum was formed.
 func compressScale(x, e []float32, bits []byte) (scale float32, exact bool) {
 	n := len(e)
-	if n > maxApprox {
-		return Scale(compress(x, e, bits), n), true
-	}
-	if root, ok := provenRoot(compressApprox(x, e, bits), n); ok {
-		return root / float32(math.Sqrt(float64(n))), false
+	if n <= maxApprox {
+		if root, ok := provenRoot(compressApprox(x, e, bits), n); ok {
+			return root / float32(math.Sqrt(float64(n))), false
+		}
 	}
 	return Scale(compress(x, e, bits), n), true
 }
