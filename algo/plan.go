@@ -21,6 +21,7 @@ const (
 	Pairwise          = core.Pairwise
 	Linear            = core.Linear
 	Hierarchical      = core.Hierarchical
+	SharedBoard       = core.SharedBoard
 )
 
 // ParseAlgorithm is the inverse of Algorithm.String; it also accepts "rd"

@@ -23,12 +23,17 @@ const (
 	// leader per host, then inside each host again). Plan functions refuse
 	// it.
 	Hierarchical
+	// SharedBoard is not a plan either: the native engine runs small
+	// collectives of a world on one host on the shared-memory board
+	// (transport.Board) when no algorithm is forced. It is reported as the
+	// algorithm used, and cannot be forced.
+	SharedBoard
 )
 
 var algorithmNames = [...]string{
 	Auto: "auto", Ring: "ring", RecursiveDoubling: "recursive-doubling",
 	HalvingDoubling: "halving-doubling", Tree: "tree", Pairwise: "pairwise", Linear: "linear",
-	Hierarchical: "hierarchical",
+	Hierarchical: "hierarchical", SharedBoard: "shared-board",
 }
 
 func (a Algorithm) String() string {
@@ -48,6 +53,8 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return RecursiveDoubling, nil
 	case "hd", "rabenseifner":
 		return HalvingDoubling, nil
+	case "shared-board":
+		return Auto, fmt.Errorf("algo: %q cannot be forced: the native backend runs small collectives of a world on one host there by itself, when no algorithm is forced", s)
 	}
 	for i, n := range algorithmNames {
 		if n == s {

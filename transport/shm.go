@@ -71,7 +71,7 @@ import (
 // at set-up.
 const (
 	shmMagic      = 0x4d48534d4f434f47 // "GOCOMSHM"
-	shmVersion    = 2
+	shmVersion    = 3
 	cacheLine     = 64
 	shmPage       = 4096
 	recHeader     = 64
@@ -235,7 +235,16 @@ func (l shmLayout) ring(i, j int) int {
 	return l.ringsStart() + k*l.ringBytes
 }
 
-func (l shmLayout) size() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
+// board returns the offset of the board area (see Board), after the
+// rings; segments of more than MaxBoardRanks ranks have none.
+func (l shmLayout) board() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
+
+func (l shmLayout) size() int {
+	if l.n > MaxBoardRanks {
+		return l.board()
+	}
+	return l.board() + boardSize(l.n)
+}
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
 

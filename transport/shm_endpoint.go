@@ -37,6 +37,8 @@ type shmEndpoint struct {
 	outs  []*ringOut    // the non-nil ones
 	in    []*ringIn     // by world rank
 	ins   []*ringIn     // the non-nil ones
+	// board is set when every rank of the world is in this segment.
+	board *Board
 
 	// Single copy (see recSingle): sends of at least singleMin bytes
 	// (0: never) to peers that can read this process's memory go as

@@ -257,4 +257,7 @@ func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SH
 		e.outs = append(e.outs, out)
 		e.ins = append(e.ins, in)
 	}
+	if n := len(local); n == e.size && n <= MaxBoardRanks {
+		e.board = newBoard(e, mem, l.board(), n, me)
+	}
 }

@@ -548,15 +548,21 @@ func (c *Comm) shownWorld(w int) string {
 // of chain, the world ranks the peer waits for in turn; anything else the
 // transport classifies from the error chain (core.RootCause).
 func (e *execution) rootCause(ctx context.Context, rawPeer int, chain []int, err error, opErr error) error {
-	var remote *transport.RemoteAbortError
-	if errors.As(err, &remote) || ctx.Err() == nil || rawPeer < 0 || rawPeer >= len(e.c.members) {
-		return opErr
-	}
 	var pe *transport.PeerError
 	if errors.As(err, &pe) {
 		return opErr
 	}
-	blamed := e.c.members[rawPeer]
+	return e.c.rootCause(ctx, rawPeer, chain, err, opErr)
+}
+
+// rootCause is execution.rootCause for a wait that names its peer itself
+// (the board's): a timeout blames the peer, or the last rank of chain.
+func (c *Comm) rootCause(ctx context.Context, rawPeer int, chain []int, err error, opErr error) error {
+	var remote *transport.RemoteAbortError
+	if errors.As(err, &remote) || ctx.Err() == nil || rawPeer < 0 || rawPeer >= len(c.members) {
+		return opErr
+	}
+	blamed := c.members[rawPeer]
 	if len(chain) > 0 {
 		blamed = chain[len(chain)-1]
 	}

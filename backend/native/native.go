@@ -85,6 +85,11 @@ type Comm struct {
 
 	// crowd caches crowded(): 0 not yet known, 1 no, 2 yes.
 	crowd atomic.Int32
+
+	// board, on a world whose ranks all share this host's memory, runs
+	// small collectives (board.go); turn then orders the collectives.
+	board *transport.Board
+	turn  turn
 }
 
 var (
@@ -98,8 +103,14 @@ func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
 	for i := range members {
 		members[i] = i
 	}
-	return &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members,
+	c := &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members,
 		waits: newWaitWatch(ep, cfg.Timeout)}
+	if h, ok := ep.(*transport.Hybrid); ok {
+		if c.board = h.Board(); c.board != nil {
+			c.board.SetWaitHook(c.waits.begin)
+		}
+	}
+	return c
 }
 
 // Rank is this rank within the communicator.
@@ -177,6 +188,11 @@ func (c *Comm) isClosed() bool {
 func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 	if c.isClosed() {
 		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: transport.ErrClosed}
+	}
+	if c.board != nil && req.Seq != 0 {
+		if done, err := c.runOnBoard(ctx, req); done {
+			return err
+		}
 	}
 	switch req.Kind {
 	case backend.KindSend:

@@ -1,0 +1,195 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/transport"
+)
+
+// Small collectives of a world on one host run on the shared-memory board
+// (transport.Board): every rank posts its contribution in its own slot of
+// the host's segment and reads the others' straight out of theirs, with no
+// message, schedule or plan. Measured against the schedules, see
+// boardKinds.
+//
+// Which collectives use the board depends only on arguments every rank
+// shares (kind, size, algorithm, op), as schedules do. The board runs its
+// operations one at a time, numbered alike on every rank, so a world with
+// a board starts its collectives in sequence-number order (turn): a
+// collective whose predecessor has not reached the backend yet (Start
+// forms on several goroutines) waits for it to start.
+
+// boardKinds are the collectives the board runs, up to
+// transport.BoardBytes of contribution per rank.
+func boardEligible(c *Comm, req *backend.Request) bool {
+	if req.Algorithm != algo.Auto || req.User != nil || c.cfg.Algorithms.For(req.Kind) != algo.Auto {
+		return false
+	}
+	switch req.Kind {
+	case backend.KindAllReduce, backend.KindBroadcast:
+		return len(req.Recv) <= transport.BoardBytes
+	case backend.KindAllGather:
+		return len(req.Send) <= transport.BoardBytes
+	case backend.KindBarrier:
+		return true
+	}
+	return false
+}
+
+// boardSig is the signature a board collective posts: the schedules'
+// fields, with the board as the algorithm.
+func boardSig(req *backend.Request, a algo.Algorithm) transport.Signature {
+	return transport.Signature{Kind: req.Kind, DType: req.DType, Op: req.Op, Algo: uint8(a),
+		Root: int32(req.Root), Count: uint64(req.SigCount)}
+}
+
+// runOnBoard runs req on the board if it is one of its collectives
+// (done), else records that this rank runs req's sequence number
+// elsewhere. Either way the next collective may start when it returns.
+func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool, err error) {
+	if err := c.turn.wait(ctx, req.Seq, c.Failed()); err != nil {
+		return true, c.opError(req, err)
+	}
+	defer c.turn.advance(req.Seq)
+	if !boardEligible(c, req) {
+		a := req.Algorithm
+		if a == algo.Auto {
+			a = c.cfg.Algorithms.For(req.Kind)
+		}
+		c.board.Enter(req.Seq, boardSig(req, a))
+		return false, nil
+	}
+	req.Used = algo.SharedBoard
+	sig := boardSig(req, algo.SharedBoard)
+	defer c.waits.done()
+	var rerr error
+	switch req.Kind {
+	case backend.KindAllReduce:
+		dst := req.Recv
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, -1, func(r int, p []byte) {
+			if r == 0 {
+				copy(dst, p)
+			} else if rerr == nil {
+				rerr = kernel.Reduce(req.DType, req.Op, dst, p)
+			}
+		})
+		if err == nil && rerr == nil && req.Op == backend.Avg {
+			rerr = kernel.Divide(req.DType, dst, c.size)
+		}
+	case backend.KindBroadcast:
+		var mine []byte
+		if c.rank == req.Root {
+			mine = req.Recv
+		}
+		err = c.board.Exchange(ctx, req.Seq, sig, mine, req.Root, func(r int, p []byte) {
+			if r != c.rank {
+				copy(req.Recv, p)
+			}
+		})
+	case backend.KindAllGather:
+		n := len(req.Send)
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, -1, func(r int, p []byte) {
+			copy(req.Recv[r*n:(r+1)*n], p)
+		})
+	case backend.KindBarrier:
+		err = c.board.Exchange(ctx, req.Seq, sig, nil, -1, func(int, []byte) {})
+	}
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return true, c.boardError(ctx, req, err)
+	}
+	return true, nil
+}
+
+// boardError is err of a board collective as the operation's error,
+// naming the peer it concerns if there is one, and aborts the world with
+// it as the schedules' failures do (execution.fail): the peers must not
+// wait for this rank. A wait that timed out names the rank at the end of
+// the chain of waits it is part of.
+func (c *Comm) boardError(ctx context.Context, req *backend.Request, err error) error {
+	peer := -1
+	var pe *core.PeerError
+	var me *core.MismatchError
+	switch {
+	case errors.As(err, &me):
+		peer = me.Peer
+	case errors.As(err, &pe):
+		peer = pe.Peer
+	}
+	var chain []int
+	if ctx.Err() != nil && peer >= 0 && !errors.Is(err, transport.ErrAborted) {
+		chain = c.waits.chain(c.members[c.rank], c.members[peer])
+		err = fmt.Errorf("%w%s", err, c.describeChain(chain))
+	}
+	opErr := &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: peer, Seq: req.Seq, Err: err}
+	if !errors.Is(err, transport.ErrClosed) {
+		c.ep.Abort(c.rootCause(ctx, peer, chain, err, opErr))
+	}
+	return opErr
+}
+
+// turn starts a world's collectives in sequence-number order.
+type turn struct {
+	next    atomic.Uint64 // sequence number of the next collective to start (0: 1)
+	waiting atomic.Bool   // a collective waits; advance must wake it
+	mu      sync.Mutex    // protects ch
+	ch      chan struct{} // closed when next advances, made by a waiter
+}
+
+// wait returns once every collective before seq has started (and, for
+// board collectives, finished), or with why not: ctx ended, or the world
+// failed (failed closed).
+func (t *turn) wait(ctx context.Context, seq uint64, failed <-chan struct{}) error {
+	for {
+		next := max(t.next.Load(), 1)
+		if next == seq {
+			return nil
+		}
+		if seq < next {
+			return fmt.Errorf("comm: native backend: collective %d was started twice", seq)
+		}
+		t.mu.Lock()
+		t.waiting.Store(true)
+		if max(t.next.Load(), 1) != next {
+			t.mu.Unlock()
+			continue
+		}
+		if t.ch == nil {
+			t.ch = make(chan struct{})
+		}
+		ch := t.ch
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w waiting for collective %d to start before this one (%d)", ctx.Err(), next, seq)
+		case <-failed:
+			return fmt.Errorf("the world failed while collective %d waited for collective %d to start", seq, next)
+		}
+	}
+}
+
+// advance lets the collective after seq start.
+func (t *turn) advance(seq uint64) {
+	t.next.Store(seq + 1)
+	if !t.waiting.Load() {
+		return
+	}
+	t.mu.Lock()
+	t.waiting.Store(false)
+	if t.ch != nil {
+		close(t.ch)
+		t.ch = nil
+	}
+	t.mu.Unlock()
+}

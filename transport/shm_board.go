@@ -1,0 +1,335 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/gocomm/comm/core"
+)
+
+// The board: small collectives of a world whose ranks all share one
+// host's segment, without messages. Each rank owns a block of the
+// segment's board area; a collective writes the rank's contribution into
+// one of its two slots, stamps it, and reads the slots of the ranks it
+// needs straight out of their blocks (one cache line or a few per rank,
+// instead of a message through a ring each way and a schedule of steps).
+// This is what the shared-memory collectives of MPI libraries do (Open
+// MPI's coll/sm, MPICH's release/gather): for an 8-byte all-reduce of
+// two ranks, two cache lines cross between the cores.
+//
+// Board operations are numbered from 1 on every rank alike (the engine
+// runs them one at a time, in sequence-number order, and decides from
+// arguments every rank shares which collectives use the board). Operation
+// b uses slot b%2. A rank writes its slot for b only once every peer has
+// finished operation b-2 (its done word), so a slot is never rewritten
+// while a peer may still read it.
+//
+// A rank's block (boardBlockSize bytes, cache-line aligned):
+//
+//	+0    done: the number of board operations this rank has finished
+//	+64   sleepers, wake: futex words of this rank's waits (see wait)
+//	+128  entered: the sequence number and signature of the last
+//	      collective this rank ran outside the board (Enter), for peers to
+//	      tell a mismatch from a late rank
+//	+192  slot 0: header line (stamp, seq, signature, length), then
+//	      BoardBytes of payload
+//	      slot 1: the same
+const (
+	// BoardBytes is the largest contribution a board collective carries
+	// per rank.
+	BoardBytes = 1024
+	// MaxBoardRanks bounds the worlds that use a board: each rank reads
+	// every peer's slot, which stops paying off among many ranks.
+	MaxBoardRanks = 16
+
+	boardSlotSize  = cacheLine + BoardBytes
+	boardBlockSize = 3*cacheLine + 2*boardSlotSize
+)
+
+// boardSize is the size of the board area of a segment of n ranks.
+func boardSize(n int) int { return n * boardBlockSize }
+
+// Board is the shared-memory board of an endpoint whose world is on one
+// host (Hybrid.Board). Its operations must be called one at a time.
+type Board struct {
+	e     *shmEndpoint
+	n, me int
+	blk   []boardBlock // by world rank (== local index: the world is local)
+	count uint64       // board operations this rank has started
+	// waiting, if set, is told the rank a wait is for once it outlasts
+	// the spinning (SetWaitHook).
+	waiting func(rank int)
+}
+
+// SetWaitHook has the board tell f the world rank each of its waits is
+// for, once the wait outlasts its first spin (for the engine's record of
+// whom this rank waits for). Set it before the first Exchange.
+func (b *Board) SetWaitHook(f func(rank int)) { b.waiting = f }
+
+// boardBlock holds pointers into one rank's block.
+type boardBlock struct {
+	done           *uint64
+	sleepers, wake *uint32
+	enteredSeq     *uint64
+	enteredSig     [2]*uint64
+	stamp, seq     [2]*uint64
+	sig            [2][2]*uint64
+	length         [2]*uint32
+	payload        [2][]byte
+}
+
+func boardBlockAt(mem []byte, off int) boardBlock {
+	var b boardBlock
+	b.done = word64(mem, off)
+	b.sleepers, b.wake = word32(mem, off+cacheLine), word32(mem, off+cacheLine+4)
+	b.enteredSeq = word64(mem, off+2*cacheLine)
+	b.enteredSig = [2]*uint64{word64(mem, off+2*cacheLine+8), word64(mem, off+2*cacheLine+16)}
+	for s := range 2 {
+		h := off + 3*cacheLine + s*boardSlotSize
+		b.stamp[s], b.seq[s] = word64(mem, h), word64(mem, h+8)
+		b.sig[s] = [2]*uint64{word64(mem, h+16), word64(mem, h+24)}
+		b.length[s] = word32(mem, h+32)
+		b.payload[s] = mem[h+cacheLine : h+cacheLine+BoardBytes : h+cacheLine+BoardBytes]
+	}
+	return b
+}
+
+// packSig and unpackSig store a signature in two words.
+func packSig(s Signature) [2]uint64 {
+	return [2]uint64{uint64(s.Kind) | uint64(s.DType)<<8 | uint64(s.Op)<<16 | uint64(s.Algo)<<24 | uint64(uint32(s.Root))<<32, s.Count}
+}
+
+func unpackSig(w [2]uint64) Signature {
+	return Signature{Kind: core.Kind(w[0] & 0xff), DType: core.DType(w[0] >> 8 & 0xff), Op: core.Op(w[0] >> 16 & 0xff),
+		Algo: uint8(w[0] >> 24), Root: int32(uint32(w[0] >> 32)), Count: w[1]}
+}
+
+// newBoard builds the board of a world of n ranks all in this segment at
+// offset off; me is this rank.
+func newBoard(e *shmEndpoint, mem []byte, off, n, me int) *Board {
+	b := &Board{e: e, n: n, me: me, blk: make([]boardBlock, n)}
+	for r := range n {
+		b.blk[r] = boardBlockAt(mem, off+r*boardBlockSize)
+	}
+	prefault(mem[off : off+boardSize(n)])
+	return b
+}
+
+// Board returns the endpoint's board, or nil when not every rank of the
+// world shares this host's segment (or the world has more than
+// MaxBoardRanks ranks).
+func (e *Hybrid) Board() *Board {
+	if e.shm == nil {
+		return nil
+	}
+	return e.shm.board
+}
+
+// Enter records that this rank runs the collective seq (of signature sig)
+// outside the board, so that a peer waiting on the board for the same
+// sequence number reports a mismatch instead of waiting out its timeout.
+func (b *Board) Enter(seq uint64, sig Signature) {
+	me := &b.blk[b.me]
+	w := packSig(sig)
+	atomic.StoreUint64(me.enteredSig[0], w[0])
+	atomic.StoreUint64(me.enteredSig[1], w[1])
+	atomic.StoreUint64(me.enteredSeq, seq)
+	b.wakePeers()
+}
+
+// Exchange runs one board collective: it posts mine (at most BoardBytes)
+// as this rank's contribution to the collective seq of signature sig,
+// then calls read for the ranks whose contributions it needs, in rank
+// order: every rank when from is negative, else only from. p is that
+// rank's contribution as posted (this rank's too, from its slot: mine may
+// be overwritten by then), as long as that rank posted; read must not
+// keep it. Every rank of the world must call Exchange for the
+// same collectives in the same order. A peer that posted another
+// signature at seq, or ran seq outside the board, is a *MismatchError.
+func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []byte, from int, read func(rank int, p []byte)) error {
+	if len(mine) > BoardBytes {
+		return fmt.Errorf("comm: transport: %d bytes exceed the board's %d", len(mine), BoardBytes)
+	}
+	e := b.e
+	e.mapMu.RLock()
+	defer e.mapMu.RUnlock()
+	if e.unmapped {
+		return ErrClosed
+	}
+	if e.mb.hasFailed.Load() {
+		// Aborted (by a peer, say): nothing is posted, as a send would
+		// fail now.
+		return e.mb.failed()
+	}
+	b.count++
+	op := b.count
+	s := int(op & 1)
+	me := &b.blk[b.me]
+	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig}
+	// Every peer must be done with operation op-2, the last one to use
+	// this slot.
+	if op > 2 {
+		for r := range b.n {
+			if r != b.me {
+				if err := w.until(r, false, func() bool { return atomic.LoadUint64(b.blk[r].done) >= op-2 }); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	copy(me.payload[s], mine)
+	ws := packSig(sig)
+	atomic.StoreUint64(me.seq[s], seq)
+	atomic.StoreUint64(me.sig[s][0], ws[0])
+	atomic.StoreUint64(me.sig[s][1], ws[1])
+	atomic.StoreUint32(me.length[s], uint32(len(mine)))
+	atomic.StoreUint64(me.stamp[s], op)
+	b.wakePeers()
+	for r := range b.n {
+		if from >= 0 && r != from {
+			continue
+		}
+		p := &b.blk[r]
+		if r != b.me {
+			if err := w.until(r, true, func() bool { return atomic.LoadUint64(p.stamp[s]) == op }); err != nil {
+				return err
+			}
+			if err := w.check(r, s); err != nil {
+				return err
+			}
+		}
+		read(r, p.payload[s][:min(atomic.LoadUint32(p.length[s]), BoardBytes)])
+	}
+	atomic.StoreUint64(me.done, op)
+	b.wakePeers()
+	return nil
+}
+
+// wakePeers wakes the peers asleep in a board wait (each then looks
+// again at what it waits for).
+func (b *Board) wakePeers() {
+	for r := range b.n {
+		if r != b.me && atomic.LoadUint32(b.blk[r].sleepers) != 0 {
+			atomic.AddUint32(b.blk[r].wake, 1)
+			futexWake(b.blk[r].wake)
+		}
+	}
+}
+
+// boardWait is one board operation's waiting.
+type boardWait struct {
+	b   *Board
+	ctx context.Context
+	seq uint64
+	sig Signature
+	bad error // a mismatch found while waiting
+}
+
+// mismatch reports whether rank r has run w's collective outside the
+// board, recording the error.
+func (w *boardWait) mismatch(r int) bool {
+	p := &w.b.blk[r]
+	if atomic.LoadUint64(p.enteredSeq) != w.seq {
+		return false
+	}
+	remote := unpackSig([2]uint64{atomic.LoadUint64(p.enteredSig[0]), atomic.LoadUint64(p.enteredSig[1])})
+	w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+	return true
+}
+
+// check verifies the slot rank r stamped for this operation.
+func (w *boardWait) check(r, s int) error {
+	if w.bad != nil {
+		return w.bad
+	}
+	p := &w.b.blk[r]
+	seq := atomic.LoadUint64(p.seq[s])
+	remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
+	if remote != w.sig {
+		return &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+	}
+	if seq != w.seq {
+		return &PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory board where this rank posted %d (%v): the ranks' board collectives are out of step",
+			r, seq, w.seq, w.sig)}
+	}
+	return nil
+}
+
+// until waits until ready reports true, for rank r's sake: it polls, then
+// yields the CPU between polls, then sleeps on this rank's wake word (every
+// stamp and done a peer writes wakes it), as the rings' receives do. It
+// returns early when ctx ends or the endpoint fails, and, with entered,
+// when r has run the collective outside the board (w.bad is then set;
+// that is looked at every 64th poll).
+func (w *boardWait) until(r int, entered bool, ready func() bool) error {
+	if ready() {
+		return nil
+	}
+	e := w.b.e
+	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	me := &w.b.blk[w.b.me]
+	var done <-chan struct{}
+	told := false
+	for {
+		if ready() {
+			return nil
+		}
+		if e.mb.hasFailed.Load() {
+			return e.mb.failed()
+		}
+		phase := bo.next()
+		if phase != phaseSpin && !told && w.b.waiting != nil {
+			told = true
+			w.b.waiting(r)
+		}
+		if entered && (bo.n&63 == 0 || phase == phaseSleep) && w.mismatch(r) {
+			return nil
+		}
+		switch phase {
+		case phaseSpin:
+			continue
+		case phaseYield:
+			if bo.n&63 == 0 {
+				if err := w.gone(r); err != nil {
+					return err
+				}
+			}
+			bo.yieldCPU()
+			continue
+		}
+		if done == nil {
+			done = w.ctx.Done()
+		}
+		if err := w.gone(r); err != nil {
+			return err
+		}
+		atomic.AddUint32(me.sleepers, 1)
+		v := atomic.LoadUint32(me.wake)
+		if !ready() {
+			sleepOn(me.wake, v, boardSleep, done, e.mb.failedCh, e.mb.lostChan(r))
+		}
+		atomic.AddUint32(me.sleepers, ^uint32(0))
+	}
+}
+
+// boardSleep bounds a board wait's sleep: a peer that closed its end
+// (a goodbye) wakes nobody's board wait, so a sleeping wait looks at
+// that (gone) at least this often.
+const boardSleep = 10 * time.Millisecond
+
+// gone returns why the wait for rank r must end, if it must: ctx ended,
+// or r is gone (closed, or lost: its process died), which fails the
+// endpoint as a receive from r would.
+func (w *boardWait) gone(r int) error {
+	if err := w.ctx.Err(); err != nil {
+		return w.ended(r, err)
+	}
+	return w.b.e.mb.sendErr(r)
+}
+
+// ended is the error of a board wait for rank r cut short by ctx.
+func (w *boardWait) ended(r int, err error) error {
+	return &PeerError{Peer: r, Err: fmt.Errorf("%w waiting on the shared-memory board for rank %d (%v, sequence %d)", err, r, w.sig, w.seq)}
+}
