@@ -12,7 +12,12 @@
 // steps (engine.go): sends and receives go to the transport, reductions to
 // internal/kernel, and the result is copied where the caller wants it.
 // Collectives on communicators that span hosts can run hierarchically
-// (hier.go): inside each host first, then among the hosts' leaders.
+// (hier.go): inside each host first, then among the hosts' leaders. On a
+// world whose ranks all share one host's memory, small all-reduces,
+// broadcasts, all-gathers and barriers (up to transport.BoardBytes per
+// rank, no algorithm forced) skip all of that: each rank posts its
+// contribution on the shared-memory board and reads the others' there
+// (board.go, transport.Board).
 // Buffers the engine allocates come from internal/bufpool.
 //
 // Who may import it: the root package comm (which imports it for its
