@@ -33,9 +33,10 @@ import (
 //	+128  entered: the sequence number and signature of the last
 //	      collective this rank ran outside the board (Enter), for peers to
 //	      tell a mismatch from a late rank
-//	+192  slot 0: header line (stamp, seq, signature, length), then
-//	      BoardBytes of payload
-//	      slot 1: the same
+//	+192  slot 0: stamp, seq, signature, length (40 bytes), then
+//	      BoardBytes of payload, the first 24 bytes of it in the
+//	      header's cache line (an 8-byte all-reduce reads one line)
+//	      slot 1: the same, from the next cache line
 const (
 	// BoardBytes is the largest contribution a board collective carries
 	// per rank.
@@ -44,7 +45,8 @@ const (
 	// every peer's slot, which stops paying off among many ranks.
 	MaxBoardRanks = 16
 
-	boardSlotSize  = cacheLine + BoardBytes
+	boardHeader    = 40
+	boardSlotSize  = (boardHeader + BoardBytes + cacheLine - 1) / cacheLine * cacheLine
 	boardBlockSize = 3*cacheLine + 2*boardSlotSize
 )
 
@@ -58,6 +60,10 @@ type Board struct {
 	n, me int
 	blk   []boardBlock // by world rank (== local index: the world is local)
 	count uint64       // board operations this rank has started
+	// sawAll: the last operation read every peer's stamp, so every peer
+	// had finished the one before it (a rank stamps operation b only
+	// after its done word says b-1), and the next needs no done check.
+	sawAll bool
 	// waiting, if set, is told the rank a wait is for once it outlasts
 	// the spinning (SetWaitHook).
 	waiting func(rank int)
@@ -91,7 +97,7 @@ func boardBlockAt(mem []byte, off int) boardBlock {
 		b.stamp[s], b.seq[s] = word64(mem, h), word64(mem, h+8)
 		b.sig[s] = [2]*uint64{word64(mem, h+16), word64(mem, h+24)}
 		b.length[s] = word32(mem, h+32)
-		b.payload[s] = mem[h+cacheLine : h+cacheLine+BoardBytes : h+cacheLine+BoardBytes]
+		b.payload[s] = mem[h+boardHeader : h+boardHeader+BoardBytes : h+boardHeader+BoardBytes]
 	}
 	return b
 }
@@ -169,8 +175,8 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 	me := &b.blk[b.me]
 	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig}
 	// Every peer must be done with operation op-2, the last one to use
-	// this slot.
-	if op > 2 {
+	// this slot; known without looking when op-1 saw every peer's stamp.
+	if op > 2 && !b.sawAll {
 		for r := range b.n {
 			if r != b.me {
 				if err := w.until(r, false, func() bool { return atomic.LoadUint64(b.blk[r].done) >= op-2 }); err != nil {
@@ -179,12 +185,11 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 			}
 		}
 	}
+	// Plain stores, then the stamp's atomic one: a peer that loads the
+	// stamp sees everything stored before it.
 	copy(me.payload[s], mine)
 	ws := packSig(sig)
-	atomic.StoreUint64(me.seq[s], seq)
-	atomic.StoreUint64(me.sig[s][0], ws[0])
-	atomic.StoreUint64(me.sig[s][1], ws[1])
-	atomic.StoreUint32(me.length[s], uint32(len(mine)))
+	*me.seq[s], *me.sig[s][0], *me.sig[s][1], *me.length[s] = seq, ws[0], ws[1], uint32(len(mine))
 	atomic.StoreUint64(me.stamp[s], op)
 	b.wakePeers()
 	for r := range b.n {
@@ -202,6 +207,7 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 		}
 		read(r, p.payload[s][:min(atomic.LoadUint32(p.length[s]), BoardBytes)])
 	}
+	b.sawAll = from < 0
 	atomic.StoreUint64(me.done, op)
 	b.wakePeers()
 	return nil
