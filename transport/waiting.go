@@ -184,6 +184,10 @@ func (e *Hybrid) PeerWaiting(peer int) int { return e.t.PeerWaiting(peer) }
 // Failed returns a channel closed once the endpoint has failed.
 func (e *Hybrid) Failed() <-chan struct{} { return e.t.Failed() }
 
+// Err returns why the endpoint failed (an abort, a lost peer, Close), or
+// nil while it has not.
+func (e *Hybrid) Err() error { return e.mb.failed() }
+
 // NoteWaiting tells every live peer whom this rank waits for; see
 // WaitNotifier.
 func (e *Inproc) NoteWaiting(rank int, valid time.Duration) {

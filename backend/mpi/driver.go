@@ -19,6 +19,7 @@ import (
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/turn"
 )
 
 func init() {
@@ -306,15 +307,7 @@ type Comm struct {
 	isWorld    bool
 	worldRanks []int // communicator rank -> world rank
 
-	// next is the sequence number of the next collective to start. A
-	// collective whose turn it is reads it and goes; one that must wait
-	// sets waiting and makes turn, under turnMu, and advance closes turn
-	// when it sees waiting (each stores its own flag before it loads the
-	// other's, so one of them sees the other).
-	next    atomic.Uint64
-	waiting atomic.Bool
-	turnMu  sync.Mutex    // protects turn
-	turn    chan struct{} // made by a waiter, closed when next advances
+	turn turn.Turn // collectives start in sequence-number order
 
 	gate gate // operations inside Run; closed by Close
 
@@ -324,12 +317,10 @@ type Comm struct {
 }
 
 func newComm(w *world, comm, mb C.MPI_Comm, rank, size int, isWorld bool) *Comm {
-	c := &Comm{
+	return &Comm{
 		w: w, comm: comm, mbComm: mb, rank: rank, size: size, isWorld: isWorld,
 		gate: gate{closedCh: make(chan struct{})},
 	}
-	c.next.Store(1)
-	return c
 }
 
 // Rank is this rank in the communicator (MPI_Comm_rank).
@@ -390,57 +381,15 @@ func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 // waitTurn waits until every collective with a smaller sequence number has
 // been started on this communicator. Seq 0 does not wait.
 func (c *Comm) waitTurn(ctx context.Context, seq uint64) error {
-	if seq == 0 {
-		return nil
+	err := c.turn.Wait(ctx, seq, c.w.failed, c.gate.closedCh, core.ErrClosed)
+	if err == turn.ErrFailed {
+		err = c.w.failure()
 	}
-	for {
-		next := c.next.Load()
-		if next == seq {
-			return nil
-		}
-		if seq < next {
-			return fmt.Errorf("comm: mpi backend: sequence number %d was already started on this communicator", seq)
-		}
-		c.turnMu.Lock()
-		c.waiting.Store(true)
-		if c.next.Load() != next {
-			c.turnMu.Unlock()
-			continue
-		}
-		if c.turn == nil {
-			c.turn = make(chan struct{})
-		}
-		turn := c.turn
-		c.turnMu.Unlock()
-		select {
-		case <-turn:
-		case <-ctx.Done():
-			return fmt.Errorf("%w waiting for collective %d to be started before this one", ctx.Err(), next)
-		case <-c.w.failed:
-			return c.w.failure()
-		case <-c.gate.closedCh:
-			return core.ErrClosed
-		}
-	}
+	return err
 }
 
 // advance lets the collective after seq start.
-func (c *Comm) advance(seq uint64) {
-	if seq == 0 {
-		return
-	}
-	c.next.Store(seq + 1)
-	if !c.waiting.Load() {
-		return
-	}
-	c.turnMu.Lock()
-	c.waiting.Store(false)
-	if c.turn != nil {
-		close(c.turn)
-		c.turn = nil
-	}
-	c.turnMu.Unlock()
-}
+func (c *Comm) advance(seq uint64) { c.turn.Advance(seq) }
 
 // Group returns the communicator of members (ranks of c, in their new
 // order), made with MPI_Comm_create_group, which only the members call.

@@ -3,7 +3,6 @@
 package mpi
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -63,42 +62,5 @@ func TestGate(t *testing.T) {
 			t.Fatalf("round %d: wait returned with %d operations inside", round, n)
 		}
 		wg.Wait()
-	}
-}
-
-// TestTurnOrder: collectives started out of order by many goroutines run
-// in sequence order, each exactly once.
-func TestTurnOrder(t *testing.T) {
-	c := &Comm{gate: gate{closedCh: make(chan struct{})}, w: &world{failed: make(chan struct{})}}
-	c.next.Store(1)
-	const n = 2000
-	var order []uint64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for s := uint64(n); s >= 1; s-- {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.waitTurn(context.Background(), s); err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			order = append(order, s)
-			mu.Unlock()
-			c.advance(s)
-		}()
-	}
-	wg.Wait()
-	if len(order) != n {
-		t.Fatalf("%d of %d collectives ran", len(order), n)
-	}
-	for i, s := range order {
-		if s != uint64(i+1) {
-			t.Fatalf("position %d ran sequence %d", i, s)
-		}
-	}
-	if err := c.waitTurn(context.Background(), 5); err == nil {
-		t.Error("a sequence number already started was accepted")
 	}
 }

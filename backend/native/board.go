@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/turn"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -55,10 +54,13 @@ func boardSig(req *backend.Request, a algo.Algorithm) transport.Signature {
 // (done), else records that this rank runs req's sequence number
 // elsewhere. Either way the next collective may start when it returns.
 func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool, err error) {
-	if err := c.turn.wait(ctx, req.Seq, c.Failed()); err != nil {
+	if err := c.turn.Wait(ctx, req.Seq, c.Failed(), nil, nil); err != nil {
+		if h, ok := c.ep.(*transport.Hybrid); ok && err == turn.ErrFailed {
+			err = h.Err()
+		}
 		return true, c.opError(req, err)
 	}
-	defer c.turn.advance(req.Seq)
+	defer c.turn.Advance(req.Seq)
 	if !boardEligible(c, req) {
 		a := req.Algorithm
 		if a == algo.Auto {
@@ -136,60 +138,4 @@ func (c *Comm) boardError(ctx context.Context, req *backend.Request, err error) 
 		c.ep.Abort(c.rootCause(ctx, peer, chain, err, opErr))
 	}
 	return opErr
-}
-
-// turn starts a world's collectives in sequence-number order.
-type turn struct {
-	next    atomic.Uint64 // sequence number of the next collective to start (0: 1)
-	waiting atomic.Bool   // a collective waits; advance must wake it
-	mu      sync.Mutex    // protects ch
-	ch      chan struct{} // closed when next advances, made by a waiter
-}
-
-// wait returns once every collective before seq has started (and, for
-// board collectives, finished), or with why not: ctx ended, or the world
-// failed (failed closed).
-func (t *turn) wait(ctx context.Context, seq uint64, failed <-chan struct{}) error {
-	for {
-		next := max(t.next.Load(), 1)
-		if next == seq {
-			return nil
-		}
-		if seq < next {
-			return fmt.Errorf("comm: native backend: collective %d was started twice", seq)
-		}
-		t.mu.Lock()
-		t.waiting.Store(true)
-		if max(t.next.Load(), 1) != next {
-			t.mu.Unlock()
-			continue
-		}
-		if t.ch == nil {
-			t.ch = make(chan struct{})
-		}
-		ch := t.ch
-		t.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w waiting for collective %d to start before this one (%d)", ctx.Err(), next, seq)
-		case <-failed:
-			return fmt.Errorf("the world failed while collective %d waited for collective %d to start", seq, next)
-		}
-	}
-}
-
-// advance lets the collective after seq start.
-func (t *turn) advance(seq uint64) {
-	t.next.Store(seq + 1)
-	if !t.waiting.Load() {
-		return
-	}
-	t.mu.Lock()
-	t.waiting.Store(false)
-	if t.ch != nil {
-		close(t.ch)
-		t.ch = nil
-	}
-	t.mu.Unlock()
 }

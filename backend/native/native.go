@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/internal/bufpool"
+	"github.com/gocomm/comm/internal/turn"
 	"github.com/gocomm/comm/transport"
 )
 
@@ -89,7 +90,7 @@ type Comm struct {
 	// board, on a world whose ranks all share this host's memory, runs
 	// small collectives (board.go); turn then orders the collectives.
 	board *transport.Board
-	turn  turn
+	turn  turn.Turn
 }
 
 var (
