@@ -26,8 +26,9 @@ import (
 // collective whose predecessor has not reached the backend yet (Start
 // forms on several goroutines) waits for it to start.
 
-// boardKinds are the collectives the board runs, up to
-// transport.BoardBytes of contribution per rank.
+// boardEligible reports whether req runs on the board: all-reduce,
+// reduce, broadcast, all-gather and barrier, up to transport.BoardBytes
+// of contribution per rank, no algorithm forced, no user-defined op.
 func boardEligible(c *Comm, req *backend.Request) bool {
 	if req.Algorithm != algo.Auto || req.User != nil || c.cfg.Algorithms.For(req.Kind) != algo.Auto {
 		return false
@@ -35,6 +36,8 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 	switch req.Kind {
 	case backend.KindAllReduce, backend.KindBroadcast:
 		return len(req.Recv) <= transport.BoardBytes
+	case backend.KindReduce:
+		return len(req.Send) <= transport.BoardBytes
 	case backend.KindAllGather:
 		return len(req.Send) <= transport.BoardBytes
 	case backend.KindBarrier:
@@ -84,6 +87,26 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 			}
 		})
 		if err == nil && rerr == nil && req.Op == backend.Avg {
+			rerr = kernel.Divide(req.DType, dst, c.size)
+		}
+	case backend.KindReduce:
+		// Every rank posts; the root folds them in rank order, the others
+		// read only their own slot (nothing to wait for).
+		from := c.rank
+		if c.rank == req.Root {
+			from = -1
+		}
+		dst := req.Recv
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, from, func(r int, p []byte) {
+			switch {
+			case c.rank != req.Root:
+			case r == 0:
+				copy(dst, p)
+			case rerr == nil:
+				rerr = kernel.Reduce(req.DType, req.Op, dst, p)
+			}
+		})
+		if err == nil && rerr == nil && req.Op == backend.Avg && c.rank == req.Root {
 			rerr = kernel.Divide(req.DType, dst, c.size)
 		}
 	case backend.KindBroadcast:

@@ -78,8 +78,8 @@ func f32s(v ...float32) []byte {
 }
 
 // TestBoardCollectives: on a world on one host, small all-reduces
-// (every op, Avg too, in place or not), broadcasts, all-gathers and
-// barriers run on the board, with the results of the schedules; forced
+// (every op, Avg too, in place or not), reduces to every root, broadcasts,
+// all-gathers and barriers run on the board, with the results of the schedules; forced
 // algorithms, sizes above transport.BoardBytes and worlds over two hosts
 // do not use it.
 func TestBoardCollectives(t *testing.T) {
@@ -126,6 +126,26 @@ func TestBoardCollectives(t *testing.T) {
 			}
 		}
 		for root := range n {
+			for _, op := range []backend.Op{backend.Sum, backend.Avg} {
+				run(fmt.Sprintf("reduce %v to %d", op, root), algo.SharedBoard, func(r int, req *backend.Request) {
+					want := f32s(float32(n*(n-1)/2), float32(2*n))
+					if op == backend.Avg {
+						want = f32s(float32(n-1)/2, 2)
+					}
+					if r == root && string(req.Recv) != string(want) {
+						t.Errorf("%d ranks, reduce %v to %d: root got %v, want %v", n, op, root, req.Recv, want)
+					}
+					if r != root && req.Recv != nil {
+						t.Errorf("%d ranks, reduce to %d: rank %d's nil recv became %v", n, root, r, req.Recv)
+					}
+				}, func(r int) *backend.Request {
+					var recv []byte
+					if r == root {
+						recv = make([]byte, 8)
+					}
+					return &backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Op: op, Root: root, Send: f32s(float32(r), 2), Recv: recv, SigCount: 2}
+				})
+			}
 			run(fmt.Sprintf("broadcast from %d", root), algo.SharedBoard, func(r int, req *backend.Request) {
 				if string(req.Recv) != string(f32s(7, float32(root))) {
 					t.Errorf("%d ranks, broadcast from %d: rank %d got %v", n, root, r, req.Recv)

@@ -14,7 +14,7 @@
 // Collectives on communicators that span hosts can run hierarchically
 // (hier.go): inside each host first, then among the hosts' leaders. On a
 // world whose ranks all share one host's memory, small all-reduces,
-// broadcasts, all-gathers and barriers (up to transport.BoardBytes per
+// reduces, broadcasts, all-gathers and barriers (up to transport.BoardBytes per
 // rank, no algorithm forced) skip all of that: each rank posts its
 // contribution on the shared-memory board and reads the others' there
 // (board.go, transport.Board).
