@@ -12,8 +12,9 @@ import (
 )
 
 // A loop of small blocking collectives over shared memory allocates
-// nothing (issue 4: the latency-first path): every allocation is garbage
-// whose collection stalls this rank while the others wait for it.
+// nothing (issue 4: the latency-first path), nor does a mid-size
+// all-reduce (the board's stage): every allocation is garbage whose
+// collection stalls this rank while the others wait for it.
 func TestSmallOpsDoNotAllocate(t *testing.T) {
 	if raceEnabled {
 		// The race detector makes sync.Pool drop objects at random, so
@@ -29,11 +30,13 @@ func TestSmallOpsDoNotAllocate(t *testing.T) {
 	world := f.make(t, 2, backend.Algorithms{})
 	ctx := context.Background()
 	bufs := [][]float32{make([]float32, 2), make([]float32, 2)}
+	mid := [][]float32{make([]float32, 16<<10), make([]float32, 16<<10)} // 64 KiB: the board's stage
 	ops := []struct {
 		name string
 		run  func(r int) error
 	}{
 		{"AllReduce", func(r int) error { return comm.AllReduce(ctx, world[r], bufs[r], bufs[r], comm.Sum) }},
+		{"AllReduce64KiB", func(r int) error { return comm.AllReduce(ctx, world[r], mid[r], mid[r], comm.Sum) }},
 		{"InferenceAllReduce", func(r int) error { return comm.InferenceAllReduce(ctx, world[r], bufs[r], bufs[r], comm.Max) }},
 		{"Broadcast", func(r int) error { return comm.Broadcast(ctx, world[r], bufs[r], 1) }},
 		{"Reduce", func(r int) error { return comm.Reduce(ctx, world[r], bufs[r], bufs[r], comm.Sum, 0) }},

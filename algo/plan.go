@@ -22,6 +22,7 @@ const (
 	Linear            = core.Linear
 	Hierarchical      = core.Hierarchical
 	SharedBoard       = core.SharedBoard
+	SharedStage       = core.SharedStage
 )
 
 // ParseAlgorithm is the inverse of Algorithm.String; it also accepts "rd"

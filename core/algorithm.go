@@ -28,12 +28,18 @@ const (
 	// (transport.Board) when no algorithm is forced. It is reported as the
 	// algorithm used, and cannot be forced.
 	SharedBoard
+	// SharedStage is the board's stage: all-reduces above the board's
+	// size, of a world on one host, through shared memory
+	// (transport.Board.AllReduce), when no algorithm is forced. Reported,
+	// never forced.
+	SharedStage
 )
 
 var algorithmNames = [...]string{
 	Auto: "auto", Ring: "ring", RecursiveDoubling: "recursive-doubling",
 	HalvingDoubling: "halving-doubling", Tree: "tree", Pairwise: "pairwise", Linear: "linear",
 	Hierarchical: "hierarchical", SharedBoard: "shared-board",
+	SharedStage: "shared-stage",
 }
 
 func (a Algorithm) String() string {
@@ -53,7 +59,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return RecursiveDoubling, nil
 	case "hd", "rabenseifner":
 		return HalvingDoubling, nil
-	case "shared-board":
+	case "shared-board", "shared-stage":
 		return Auto, fmt.Errorf("algo: %q cannot be forced: the native backend runs small collectives of a world on one host there by itself, when no algorithm is forced", s)
 	}
 	for i, n := range algorithmNames {

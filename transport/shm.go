@@ -71,7 +71,7 @@ import (
 // at set-up.
 const (
 	shmMagic      = 0x4d48534d4f434f47 // "GOCOMSHM"
-	shmVersion    = 3
+	shmVersion    = 4
 	cacheLine     = 64
 	shmPage       = 4096
 	recHeader     = 64
@@ -249,11 +249,15 @@ func (l shmLayout) ring(i, j int) int {
 // rings; segments of more than MaxBoardRanks ranks have none.
 func (l shmLayout) board() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
 
+// stage returns the offset of the stage area (see Board.AllReduce),
+// page-aligned after the board's.
+func (l shmLayout) stage() int { return roundUp(l.board()+boardSize(l.n), shmPage) }
+
 func (l shmLayout) size() int {
 	if l.n > MaxBoardRanks {
 		return l.board()
 	}
-	return l.board() + boardSize(l.n)
+	return l.stage() + stageSize(l.n)
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }

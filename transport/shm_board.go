@@ -67,6 +67,7 @@ type Board struct {
 	// waiting, if set, is told the rank a wait is for once it outlasts
 	// the spinning (SetWaitHook).
 	waiting func(rank int)
+	st      stage // the stage's state (see AllReduce)
 }
 
 // SetWaitHook has the board tell f the world rank each of its waits is
@@ -112,14 +113,19 @@ func unpackSig(w [2]uint64) Signature {
 		Algo: uint8(w[0] >> 24), Root: int32(uint32(w[0] >> 32)), Count: w[1]}
 }
 
-// newBoard builds the board of a world of n ranks all in this segment at
-// offset off; me is this rank.
-func newBoard(e *shmEndpoint, mem []byte, off, n, me int) *Board {
+// newBoard builds the board of a world of n ranks all in this segment,
+// its blocks at offset off and its stage's at offset stg; me is this
+// rank.
+func newBoard(e *shmEndpoint, mem []byte, off, stg, n, me int) *Board {
 	b := &Board{e: e, n: n, me: me, blk: make([]boardBlock, n)}
+	b.st.blk = make([]stageBlock, n)
+	b.st.srcs = make([][]byte, n)
 	for r := range n {
 		b.blk[r] = boardBlockAt(mem, off+r*boardBlockSize)
+		b.st.blk[r] = stageBlockAt(mem, stg+r*stageBlockSize)
 	}
 	prefault(mem[off : off+boardSize(n)])
+	prefault(mem[stg : stg+stageSize(n)])
 	return b
 }
 
@@ -231,16 +237,33 @@ type boardWait struct {
 	seq uint64
 	sig Signature
 	bad error // a mismatch found while waiting
+	// stage: a stage wait, for which a peer that entered seq with the
+	// same signature is on the stage too, not a mismatch.
+	stage bool
 }
 
 // mismatch reports whether rank r has run w's collective outside the
-// board, recording the error.
+// board (for a stage wait: elsewhere than on the stage), recording the
+// error.
 func (w *boardWait) mismatch(r int) bool {
 	p := &w.b.blk[r]
+	if w.stage {
+		// A stage operation's peer may have run seq on the board.
+		for s := range 2 {
+			if atomic.LoadUint64(p.stamp[s]) != 0 && atomic.LoadUint64(p.seq[s]) == w.seq {
+				remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
+				w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+				return true
+			}
+		}
+	}
 	if atomic.LoadUint64(p.enteredSeq) != w.seq {
 		return false
 	}
 	remote := unpackSig([2]uint64{atomic.LoadUint64(p.enteredSig[0]), atomic.LoadUint64(p.enteredSig[1])})
+	if w.stage && remote == w.sig {
+		return false
+	}
 	w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 	return true
 }

@@ -258,6 +258,6 @@ func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SH
 		e.ins = append(e.ins, in)
 	}
 	if n := len(local); n == e.size && n <= MaxBoardRanks {
-		e.board = newBoard(e, mem, l.board(), n, me)
+		e.board = newBoard(e, mem, l.board(), l.stage(), n, me)
 	}
 }

@@ -46,6 +46,30 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 	return false
 }
 
+// stageEligible reports whether req runs on the board's stage
+// (transport.Board.AllReduce): an all-reduce above the board's size, no
+// algorithm forced, no user-defined op.
+func stageEligible(c *Comm, req *backend.Request) bool {
+	return req.Kind == backend.KindAllReduce && len(req.Recv) > transport.BoardBytes &&
+		req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
+}
+
+// runOnStage runs the all-reduce req on the board's stage.
+func (c *Comm) runOnStage(ctx context.Context, req *backend.Request) error {
+	req.Used = algo.SharedStage
+	defer c.waits.done()
+	dt, op := req.DType, req.Op
+	err := c.board.AllReduce(ctx, req.Seq, boardSig(req, algo.SharedStage), req.Send, req.Recv, dt.Size(),
+		func(dst []byte, srcs [][]byte) error { return kernel.ReduceAll(dt, op, dst, srcs) })
+	if err == nil && op == backend.Avg {
+		err = kernel.Divide(dt, req.Recv, c.size)
+	}
+	if err != nil {
+		return c.boardError(ctx, req, err)
+	}
+	return nil
+}
+
 // boardSig is the signature a board collective posts: the schedules'
 // fields, with the board as the algorithm.
 func boardSig(req *backend.Request, a algo.Algorithm) transport.Signature {
@@ -64,6 +88,9 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 		return true, c.opError(req, err)
 	}
 	defer c.turn.Advance(req.Seq)
+	if stageEligible(c, req) {
+		return true, c.runOnStage(ctx, req)
+	}
 	if !boardEligible(c, req) {
 		a := req.Algorithm
 		if a == algo.Auto {

@@ -79,9 +79,10 @@ func f32s(v ...float32) []byte {
 
 // TestBoardCollectives: on a world on one host, small all-reduces
 // (every op, Avg too, in place or not), reduces to every root, broadcasts,
-// all-gathers and barriers run on the board, with the results of the schedules; forced
-// algorithms, sizes above transport.BoardBytes and worlds over two hosts
-// do not use it.
+// all-gathers and barriers run on the board, with the results of the
+// schedules; larger all-reduces run on its stage, exact too; forced
+// algorithms, other kinds above transport.BoardBytes and worlds over two
+// hosts use neither.
 func TestBoardCollectives(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		ws := openWorld(t, n, 1, backend.Config{})
@@ -177,10 +178,43 @@ func TestBoardCollectives(t *testing.T) {
 			b := f32s(1)
 			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: 1, Algorithm: algo.Tree}
 		})
+		// Above the board: all-reduces on its stage (sizes around its
+		// all-read size and its chunk), the other kinds on schedules.
+		for _, count := range []int{transport.BoardBytes/4 + 1, 3000, transport.StageChunk/4*2 + 5} {
+			for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
+				for _, inPlace := range []bool{false, true} {
+					run(fmt.Sprintf("all-reduce %v of %d in place %v", op, count, inPlace), algo.SharedStage, func(r int, req *backend.Request) {
+						for i := range count {
+							want := map[backend.Op]float32{
+								backend.Sum: float32(n*(n-1)/2 + n*(i%7)),
+								backend.Max: float32(n - 1 + i%7),
+								backend.Avg: float32(n-1)/2 + float32(i%7),
+							}[op]
+							if got := math.Float32frombits(binary.LittleEndian.Uint32(req.Recv[4*i:])); got != want {
+								t.Fatalf("%d ranks, all-reduce %v of %d: rank %d's element %d is %v, want %v", n, op, count, r, i, got, want)
+							}
+						}
+					}, func(r int) *backend.Request {
+						send := make([]byte, 4*count)
+						for i := range count {
+							binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(float32(r+i%7)))
+						}
+						recv := send
+						if !inPlace {
+							recv = make([]byte, len(send))
+						}
+						return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: op, Send: send, Recv: recv, SigCount: count}
+					})
+				}
+			}
+		}
 		big := transport.BoardBytes/4 + 1
-		run("above the board", algo.RecursiveDoubling, func(int, *backend.Request) {}, func(r int) *backend.Request {
+		run("all-reduce above the board, forced ring", algo.Ring, func(int, *backend.Request) {}, func(r int) *backend.Request {
 			b := make([]byte, 4*big)
-			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: big}
+			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: big, Algorithm: algo.Ring}
+		})
+		run("broadcast above the board", algo.Tree, func(int, *backend.Request) {}, func(r int) *backend.Request {
+			return &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: make([]byte, 4*big), SigCount: big}
 		})
 	}
 	ws := openWorld(t, 4, 2, backend.Config{})

@@ -17,7 +17,11 @@
 // reduces, broadcasts, all-gathers and barriers (up to transport.BoardBytes per
 // rank, no algorithm forced) skip all of that: each rank posts its
 // contribution on the shared-memory board and reads the others' there
-// (board.go, transport.Board).
+// (board.go, transport.Board); larger all-reduces run on the board's
+// stage (transport.Board.AllReduce): every rank posts its chunk in the
+// segment, folds its stripe of the chunk from every rank's, and copies
+// every stripe out, two synchronisations per chunk instead of a ring's
+// steps.
 // Buffers the engine allocates come from internal/bufpool.
 //
 // Who may import it: the root package comm (which imports it for its

@@ -88,6 +88,38 @@ func ReduceTo(dt core.DType, op core.Op, dst, a, b []byte) error {
 	return nil
 }
 
+// ReduceAll sets dst[i] = srcs[0][i] op srcs[1][i] op ... in the order of
+// srcs, exactly as copying srcs[0] into dst and then calling Reduce(dt, op,
+// dst, src) for each later src would, but in cache-sized pieces, so that
+// dst is written to memory once however many sources there are. dst must
+// not overlap any source; srcs must not be empty. Lengths and ops are
+// checked as by Reduce.
+func ReduceAll(dt core.DType, op core.Op, dst []byte, srcs [][]byte) error {
+	if len(srcs) == 0 {
+		return fmt.Errorf("%w: ReduceAll %v %v: no sources", ErrLength, dt, op)
+	}
+	for _, src := range srcs {
+		if len(src) != len(dst) {
+			return fmt.Errorf("%w: ReduceAll %v %v: dst has %d bytes but a source has %d; pass equal lengths",
+				ErrLength, dt, op, len(dst), len(src))
+		}
+	}
+	if err := Reduce(dt, op, dst[:0], dst[:0]); err != nil || len(dst)%dt.Size() != 0 {
+		return Reduce(dt, op, dst, dst) // the same checks, the same error
+	}
+	piece := reduceToPiece / dt.Size() * dt.Size()
+	for off := 0; off < len(dst); off += piece {
+		end := min(off+piece, len(dst))
+		copy(dst[off:end], srcs[0][off:end])
+		for _, src := range srcs[1:] {
+			if err := Reduce(dt, op, dst[off:end], src[off:end]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Divide sets buf[i] /= n for every element of type dt held little-endian in
 // buf; it finishes an Avg after a Sum reduction over n contributions.
 //

@@ -265,6 +265,59 @@ func TestReduceToMatchesReduce(t *testing.T) {
 	}
 }
 
+// TestReduceAllMatchesReduce: ReduceAll gives exactly what copying the
+// first source and reducing the others into it in order would, for 1-5
+// sources, and leaves them alone.
+func TestReduceAllMatchesReduce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, dt := range allDTypes {
+		for _, op := range allOps {
+			if !op.ValidFor(dt) {
+				if err := ReduceAll(dt, op, make([]byte, 8), [][]byte{make([]byte, 8)}); !errors.Is(err, ErrUnsupported) {
+					t.Errorf("%v %v: %v, want ErrUnsupported", dt, op, err)
+				}
+				continue
+			}
+			for _, n := range []int{0, 1, 9, 20000} {
+				for k := 1; k <= 5; k++ {
+					var srcs, orig [][]byte
+					for range k {
+						a, _ := randomBuffers(rng, dt, n)
+						srcs, orig = append(srcs, a), append(orig, append([]byte(nil), a...))
+					}
+					want := append([]byte(nil), srcs[0]...)
+					for _, src := range srcs[1:] {
+						if err := Reduce(dt, op, want, src); err != nil {
+							t.Fatal(err)
+						}
+					}
+					dst := make([]byte, len(want))
+					if err := ReduceAll(dt, op, dst, srcs); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(dst, want) {
+						t.Fatalf("%v %v n=%d, %d sources: ReduceAll differs from copy and Reduce", dt, op, n, k)
+					}
+					for i := range srcs {
+						if !bytes.Equal(srcs[i], orig[i]) {
+							t.Fatalf("%v %v n=%d: ReduceAll changed source %d", dt, op, n, i)
+						}
+					}
+				}
+			}
+		}
+	}
+	if err := ReduceAll(core.Float32, core.Sum, make([]byte, 8), [][]byte{make([]byte, 8), make([]byte, 4)}); !errors.Is(err, ErrLength) {
+		t.Errorf("short source: %v", err)
+	}
+	if err := ReduceAll(core.Float32, core.Sum, make([]byte, 8), nil); !errors.Is(err, ErrLength) {
+		t.Errorf("no sources: %v", err)
+	}
+	if err := ReduceAll(core.Float32, core.Sum, make([]byte, 6), [][]byte{make([]byte, 6)}); !errors.Is(err, ErrLength) {
+		t.Errorf("6 bytes of float32: %v", err)
+	}
+}
+
 func TestDivideMatchesReference(t *testing.T) {
 	divisors := []int{2, 3, 7, 8, 10, 127, 128, 129, 255, 256, 1000, 65537, 1 << 24, 1<<24 + 1, 1<<31 - 1}
 	rng := rand.New(rand.NewPCG(3, 4))

@@ -1,0 +1,193 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sumWords is a Fold over little-endian uint64 words that also checks
+// that srcs come one per rank, in rank order (word i of rank q's
+// contribution to operation op is stageWord(op, q, i)), and that dst
+// overlaps none of them.
+func sumWords(op int, lo int) Fold {
+	return func(dst []byte, srcs [][]byte) error {
+		for q, src := range srcs {
+			if len(src) != len(dst) {
+				return fmt.Errorf("op %d: rank %d's source has %d bytes, dst %d", op, q, len(src), len(dst))
+			}
+			if len(src) >= 8 {
+				if got, want := binary.LittleEndian.Uint64(src), stageWord(op, q, lo/8); got != want {
+					return fmt.Errorf("op %d: source %d starts with %d, want rank %d's word %d (%d)", op, q, got, q, lo/8, want)
+				}
+			}
+		}
+		// dst must not overlap a source: scribble on it first, as a
+		// kernel that copies one source in and folds the rest would.
+		for i := range dst {
+			dst[i] = 0xa5
+		}
+		for i := 0; i < len(dst); i += 8 {
+			var s uint64
+			for _, src := range srcs {
+				s += binary.LittleEndian.Uint64(src[i:])
+			}
+			binary.LittleEndian.PutUint64(dst[i:], s)
+		}
+		return nil
+	}
+}
+
+func stageWord(op, rank, i int) uint64 { return uint64(op)<<40 | uint64(rank)<<32 | uint64(i) }
+
+// TestStageAllReduce runs all-reduces of sizes around every boundary of
+// the stage (the board's size, stripes that are not whole lines, one
+// chunk, several) on 2-5 ranks, in place or not, interleaved with board
+// exchanges: every result is the exact sum, on every rank.
+func TestStageAllReduce(t *testing.T) {
+	sizes := []int{BoardBytes + 8, 4096, 8200, 40000, StageChunk - 8, StageChunk, StageChunk + 8, 3*StageChunk + 1000}
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ws := shmWorld(t, n)
+			ops := 4 * len(sizes)
+			errs := make(chan error, n)
+			var wg sync.WaitGroup
+			for r, w := range ws {
+				wg.Go(func() {
+					b := w.Board()
+					for op := range ops {
+						seq := uint64(2*op + 1)
+						// A board exchange between stage operations.
+						if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {}); err != nil {
+							errs <- fmt.Errorf("rank %d op %d (board): %v", r, op, err)
+							return
+						}
+						size := sizes[op%len(sizes)]
+						send := make([]byte, size)
+						for i := 0; i < size; i += 8 {
+							binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
+						}
+						recv := send
+						if op%2 == 1 {
+							recv = make([]byte, size)
+						}
+						// The fold checks the first word of each source against
+						// the stripe's start: find it from the chunk's bytes.
+						fold := func(dst []byte, srcs [][]byte) error {
+							lo := 0
+							for q, src := range srcs {
+								if q != r && len(src) >= 8 {
+									lo = int(binary.LittleEndian.Uint64(src)&0xffffffff) * 8
+									break
+								}
+							}
+							return sumWords(op, lo)(dst, srcs)
+						}
+						if err := b.AllReduce(tctx(t), seq+1, boardTestSig(size), send, recv, 8, fold); err != nil {
+							errs <- fmt.Errorf("rank %d op %d (%d bytes): %v", r, op, size, err)
+							return
+						}
+						for i := 0; i < size; i += 8 {
+							var want uint64
+							for q := range n {
+								want += stageWord(op, q, i/8)
+							}
+							if got := binary.LittleEndian.Uint64(recv[i:]); got != want {
+								errs <- fmt.Errorf("rank %d op %d (%d bytes, in place %v): word %d is %#x, want %#x", r, op, size, op%2 == 0, i/8, got, want)
+								return
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestStageStripes: the stripes of a chunk cover it exactly, in order, cut
+// at cache lines (so between elements of any size).
+func TestStageStripes(t *testing.T) {
+	for _, n := range []int{BoardBytes + 8, 4000, 40000, StageChunk} {
+		for ranks := 2; ranks <= MaxBoardRanks; ranks++ {
+			end := 0
+			for r := range ranks {
+				lo, hi := stripe(n, ranks, r)
+				if lo != end || hi < lo || hi-lo > stageStripe || (hi != n && hi%cacheLine != 0) {
+					t.Fatalf("%d bytes, %d ranks: rank %d's stripe [%d, %d) after %d", n, ranks, r, lo, hi, end)
+				}
+				end = hi
+			}
+			if end != n {
+				t.Fatalf("%d bytes, %d ranks: stripes end at %d", n, ranks, end)
+			}
+		}
+	}
+}
+
+// TestStageMismatch: a peer whose all-reduce has another size, or that
+// runs the same sequence number on the board or elsewhere, fails the
+// stage operation with a *MismatchError naming it instead of a wait.
+func TestStageMismatch(t *testing.T) {
+	big := 3 * StageChunk
+	cases := []struct {
+		name  string
+		other func(ctx context.Context, b *Board) error
+		count uint64 // the remote count the error names
+	}{
+		{"size", func(ctx context.Context, b *Board) error {
+			return b.AllReduce(ctx, 1, boardTestSig(big/2), make([]byte, big/2), make([]byte, big/2), 8, sumWords(0, 0))
+		}, uint64(big / 2)},
+		{"board", func(ctx context.Context, b *Board) error {
+			return b.Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+		}, 1},
+		{"elsewhere", func(ctx context.Context, b *Board) error {
+			b.Enter(1, boardTestSig(7))
+			return nil
+		}, 7},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := shmWorld(t, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			other := make(chan error, 1)
+			go func() { other <- c.other(ctx, ws[1].Board()) }()
+			err := ws[0].Board().AllReduce(ctx, 1, boardTestSig(big), make([]byte, big), make([]byte, big), 8, sumWords(0, 0))
+			var me *MismatchError
+			if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != c.count {
+				t.Fatalf("rank 0 beside a rank that ran %s: %v, want a mismatch naming rank 1's count %d", c.name, err, c.count)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the mismatch took the context's whole time")
+			}
+			// Rank 1 learns of it as well, but for the rank that left.
+			if err := <-other; c.name != "elsewhere" && (!errors.As(err, &me) || me.Peer != 0) {
+				t.Fatalf("rank 1, which ran %s: %v, want a mismatch naming rank 0", c.name, err)
+			}
+		})
+	}
+}
+
+// TestStageWaitEnds: a stage wait for a peer that never comes ends with
+// the context.
+func TestStageWaitEnds(t *testing.T) {
+	ws := shmWorld(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := ws[0].Board().AllReduce(ctx, 1, boardTestSig(big()), make([]byte, big()), make([]byte, big()), 8, sumWords(0, 0))
+	var pe *PeerError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 1 {
+		t.Fatalf("a wait for a rank that never came: %v, want the deadline, naming rank 1", err)
+	}
+}
+
+func big() int { return 2 * StageChunk }
