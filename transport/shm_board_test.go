@@ -182,3 +182,31 @@ func TestBoardNoneAcrossHosts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBoardExchange is the board's floor for a 2-rank 8-byte
+// all-reduce: two goroutines exchanging 8 bytes on the board and adding,
+// without the comm package's request, flight record, op context and
+// turn. commbench's figure minus this one is what the layers above cost.
+func BenchmarkBoardExchange(b *testing.B) {
+	ws := shmWorld(b, 2)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for r, w := range ws {
+		wg.Go(func() {
+			brd := w.Board()
+			mine, sum := make([]byte, 8), uint64(0)
+			for i := range b.N {
+				binary.LittleEndian.PutUint64(mine, uint64(r+i))
+				err := brd.Exchange(ctx, uint64(i+1), boardTestSig(1), mine, -1, func(_ int, p []byte) {
+					sum += binary.LittleEndian.Uint64(p)
+				})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

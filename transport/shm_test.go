@@ -71,13 +71,13 @@ func connectHybridWorld(n int, tweak func(*HybridOptions)) ([]*Hybrid, error) {
 
 // shmWorld is a 2-rank shared-memory world with 64 KiB rings and 16 KiB
 // pieces, for white-box tests.
-func shmWorld(t *testing.T, n int) []*Hybrid {
+func shmWorld(t testing.TB, n int) []*Hybrid {
 	t.Helper()
 	return shmWorldWith(t, n, SHMOptions{})
 }
 
 // shmWorldWith is shmWorld with other options beside the ring sizes.
-func shmWorldWith(t *testing.T, n int, so SHMOptions) []*Hybrid {
+func shmWorldWith(t testing.TB, n int, so SHMOptions) []*Hybrid {
 	t.Helper()
 	requireSHM(t)
 	so.RingBytes, so.ChunkBytes = minRingBytes, 16<<10
