@@ -470,7 +470,11 @@ func (b *backoff) yieldCPU() {
 // channels are checked between futex waits of growing slices, from
 // firstSleepSlice to maxSleepSlice, which bounds how late a closed channel
 // is noticed.
-func sleepOn(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
+//
+// held sleeps keep the thread's P (see shmEndpoint.sleep): slices of at
+// most heldSleepSlice, with a turn of the scheduler between them for the
+// process's other goroutines.
+func sleepOn(word *uint32, val uint32, d time.Duration, held bool, a, b, c <-chan struct{}) {
 	deadline := time.Now().Add(d)
 	for slice := firstSleepSlice; ; slice = min(2*slice, maxSleepSlice) {
 		if atomic.LoadUint32(word) != val || closedAny(a, b, c) {
@@ -480,14 +484,37 @@ func sleepOn(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{})
 		if left <= 0 {
 			return
 		}
+		if held {
+			futexWaitHeld(word, val, min(slice, heldSleepSlice, left))
+			runtime.Gosched()
+			continue
+		}
 		futexWait(word, val, min(slice, left))
 	}
+}
+
+// sleep is sleepOn for this endpoint's waits. A rank alone in its process
+// with one P (GOCOMM_BIND's default for a rank with a core of its own)
+// sleeps holding the P. A sleep that lets the runtime take the P back
+// from the thread (a system call longer than sysmon's 20 us tick, with no
+// P idle) leaves every P idle, and the thread's return wakes the runtime's
+// monitor, which then ticks every 20 us for the next ~20 ms, ~14 us of
+// the rank's core each time (perf sched, 2026-11-27): the first
+// operations after any wait that reached the sleep stalled for 40-55 us
+// at the 99th percentile (docs/results/2026-11-27/sysmon). Holding the P,
+// the monitor sees a running goroutine and stays at its slow tick.
+func (e *shmEndpoint) sleep(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
+	sleepOn(word, val, d, e.alone && runtime.GOMAXPROCS(0) == 1, a, b, c)
 }
 
 // Slices of a sleepOn wait.
 const (
 	firstSleepSlice = 100 * time.Microsecond
 	maxSleepSlice   = 10 * time.Millisecond
+	// heldSleepSlice bounds a sleep that keeps its P: how long the
+	// process's other goroutines (and a stop of the world for a garbage
+	// collection) may wait for it.
+	heldSleepSlice = time.Millisecond
 )
 
 // closedAny reports whether one of the channels is closed (or ready).

@@ -337,7 +337,7 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 		atomic.AddUint32(me.sleepers, 1)
 		v := atomic.LoadUint32(me.wake)
 		if !ready() {
-			sleepOn(me.wake, v, boardSleep, done, e.mb.failedCh, e.mb.lostChan(r))
+			e.sleep(me.wake, v, boardSleep, done, e.mb.failedCh, e.mb.lostChan(r))
 		}
 		atomic.AddUint32(me.sleepers, ^uint32(0))
 	}

@@ -39,6 +39,9 @@ type shmEndpoint struct {
 	ins   []*ringIn     // the non-nil ones
 	// board is set when every rank of the world is in this segment.
 	board *Board
+	// alone: no other rank of the segment lives in this process (see
+	// sleep).
+	alone bool
 
 	// Single copy (see recSingle): sends of at least singleMin bytes
 	// (0: never) to peers that can read this process's memory go as

@@ -32,6 +32,15 @@ func futexWait(addr *uint32, val uint32, d time.Duration) {
 		uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
+// futexWaitHeld is futexWait without telling the Go runtime that the
+// thread is in a system call: the thread keeps its P while it sleeps (see
+// sleepOn).
+func futexWaitHeld(addr *uint32, val uint32, d time.Duration) {
+	ts := syscall.NsecToTimespec(int64(d))
+	syscall.RawSyscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitOp, uintptr(val),
+		uintptr(unsafe.Pointer(&ts)), 0, 0)
+}
+
 // futexWake wakes every sleeper on addr.
 func futexWake(addr *uint32) {
 	syscall.Syscall6(syscall.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakeOp, uintptr(1<<31-1), 0, 0, 0)

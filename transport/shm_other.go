@@ -11,9 +11,10 @@ import (
 // it has not: every peer is reached over TCP.
 const shmSupported = false
 
-func futexWait(addr *uint32, val uint32, d time.Duration) { time.Sleep(min(d, 50*time.Microsecond)) }
-func futexWake(addr *uint32)                              {}
-func osYield()                                            {}
+func futexWait(addr *uint32, val uint32, d time.Duration)     { time.Sleep(min(d, 50*time.Microsecond)) }
+func futexWake(addr *uint32)                                  {}
+func futexWaitHeld(addr *uint32, val uint32, d time.Duration) { futexWait(addr, val, d) }
+func osYield()                                                {}
 
 func createSegment(dir, name string, size int) ([]byte, string, error) { return nil, "", errNoSHMHere }
 func openSegment(path string, size int) ([]byte, error)                { return nil, errNoSHMHere }

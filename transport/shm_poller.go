@@ -232,7 +232,7 @@ func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool,
 			atomic.AddUint32(e.me.sleepers, 1)
 			v := atomic.LoadUint32(e.me.wake)
 			if !e.ready() && !isClosed(r.done) {
-				sleepOn(e.me.wake, v, maxSleep, ctxDone, r.done, e.mb.failedCh)
+				e.sleep(e.me.wake, v, maxSleep, ctxDone, r.done, e.mb.failedCh)
 			}
 			atomic.AddUint32(e.me.sleepers, ^uint32(0))
 		}

@@ -262,6 +262,9 @@ func childExchange(ctx context.Context, e *Hybrid) error {
 			return fmt.Errorf("rank %d is reached over TCP: host identity %q not shared? (%v)", p, HostIdentity(), e.SHMError())
 		}
 	}
+	if !e.shm.alone {
+		return fmt.Errorf("rank %d is alone in process %d, but its endpoint says another rank shares it", e.Rank(), os.Getpid())
+	}
 	sizes := []int{0, 8, 1000, 64 << 10, 300_001, 3 << 20}
 	errs := make(chan error, 2*e.Size())
 	var wg sync.WaitGroup

@@ -222,7 +222,7 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 			// Nobody may be polling the ring: wake the peer's drainer.
 			o.cons.wakeDrainer()
 			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, maxSleep, ctx.Done(), failed, lost)
+				e.sleep(o.ctl.space, v, maxSleep, ctx.Done(), failed, lost)
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
 		}
@@ -285,7 +285,7 @@ func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, b
 			atomic.StoreUint32(o.ctl.waiting, w)
 			v := atomic.LoadUint32(o.ctl.space)
 			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				sleepOn(o.ctl.space, v, d, ctx.Done(), failed, lost)
+				e.sleep(o.ctl.space, v, d, ctx.Done(), failed, lost)
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
 		}

@@ -200,6 +200,19 @@ func (e *shmEndpoint) advertise(mem []byte, l shmLayout, me int) {
 	atomic.StoreUint64(c.pid, uint64(pid))
 }
 
+// aloneInProcess reports whether no other local rank of the segment
+// lives in this process (as the ranks of a test's world do), from the
+// process ids every rank advertised before attaching.
+func aloneInProcess(mem []byte, l shmLayout, n, me int) bool {
+	pid := uint64(os.Getpid())
+	for k := range n {
+		if k != me && atomic.LoadUint64(consumerAt(mem, l.consBlock(k)).pid) == pid {
+			return false
+		}
+	}
+	return true
+}
+
 // probeValue is what a rank's probe word holds.
 func probeValue(pid int) uint64 { return 0x676f636f6d6d5052 ^ uint64(pid) }
 
@@ -225,6 +238,7 @@ func canReadPeer(c consumerWords) (pid int, ok bool) {
 // word), unless single copy is off here.
 func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
 	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
+	e.alone = aloneInProcess(mem, l, len(local), me)
 	e.mapRefs.Store(1) // close's
 	e.singleMin = max(so.SingleCopyBytes, 0)
 	e.me = consumerAt(mem, l.consBlock(me))
