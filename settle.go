@@ -9,9 +9,10 @@ import (
 
 // settleTime is how long Init settles on be: GOCOMM_SETTLE if set, else
 // the backend's default (backend.Settler), else nothing. The native
-// backend has none: its first operations' stalls have another cause (a
-// rank's P taken back while it sleeps in the shared-memory wait, after
-// Init), which settling does not remove.
+// backend has one only for a rank whose shared-memory waits sleep holding
+// their P (transport.Hybrid.SleepsHoldingP): before they did, a wait that
+// reached its sleep gave the P back and restarted the monitor after Init
+// anyway, and settling did not help.
 func settleTime(cfg config, be backend.Comm) time.Duration {
 	if cfg.settleSet {
 		return cfg.settle

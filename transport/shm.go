@@ -493,6 +493,15 @@ func sleepOn(word *uint32, val uint32, d time.Duration, held bool, a, b, c <-cha
 	}
 }
 
+// SleepsHoldingP reports whether this rank's shared-memory waits sleep
+// holding their P (see shmEndpoint.sleep): it reaches peers through
+// shared memory, is alone in its process among them, and runs with one
+// P. Such a rank's Go runtime monitor, once slowed down, stays slow while
+// it waits.
+func (e *Hybrid) SleepsHoldingP() bool {
+	return e.shm != nil && e.shm.alone && runtime.GOMAXPROCS(0) == 1
+}
+
 // sleep is sleepOn for this endpoint's waits. A rank alone in its process
 // with one P (GOCOMM_BIND's default for a rank with a core of its own)
 // sleeps holding the P. A sleep that lets the runtime take the P back

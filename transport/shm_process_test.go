@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,6 +238,11 @@ func benchSHMOptions() SHMOptions {
 func runChild(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	if rank, _ := strconv.Atoi(os.Getenv(rankVar)); role == "exchange" && rank%2 == 1 {
+		// Odd ranks run with one P, as GOCOMM_BIND=auto has a rank with a
+		// core of its own: their waits sleep holding it.
+		runtime.GOMAXPROCS(1)
+	}
 	e, err := connectChild(ctx)
 	if err != nil {
 		return err
@@ -264,6 +270,9 @@ func childExchange(ctx context.Context, e *Hybrid) error {
 	}
 	if !e.shm.alone {
 		return fmt.Errorf("rank %d is alone in process %d, but its endpoint says another rank shares it", e.Rank(), os.Getpid())
+	}
+	if got, want := e.SleepsHoldingP(), runtime.GOMAXPROCS(0) == 1; got != want {
+		return fmt.Errorf("rank %d with GOMAXPROCS %d: SleepsHoldingP %v, want %v", e.Rank(), runtime.GOMAXPROCS(0), got, want)
 	}
 	sizes := []int{0, 8, 1000, 64 << 10, 300_001, 3 << 20}
 	errs := make(chan error, 2*e.Size())

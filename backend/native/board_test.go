@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -307,5 +308,18 @@ func TestBoardTurn(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// TestSettleTime: ranks that share a process (a test's world) do not
+// settle after set-up (the 20 ms is for a rank alone in its process whose
+// waits sleep holding its one P; transport's TestSHMProcesses checks
+// SleepsHoldingP for those).
+func TestSettleTime(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, c := range openWorld(t, 2, 1, backend.Config{}) {
+		if d := c.SettleTime(); d != 0 {
+			t.Errorf("rank %d of a world in one process settles %v", c.rank, d)
+		}
 	}
 }
