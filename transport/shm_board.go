@@ -164,17 +164,10 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 	if len(mine) > BoardBytes {
 		return fmt.Errorf("comm: transport: %d bytes exceed the board's %d", len(mine), BoardBytes)
 	}
-	e := b.e
-	e.mapMu.RLock()
-	defer e.mapMu.RUnlock()
-	if e.unmapped {
-		return ErrClosed
+	if err := b.hold(); err != nil {
+		return err
 	}
-	if e.mb.hasFailed.Load() {
-		// Aborted (by a peer, say): nothing is posted, as a send would
-		// fail now.
-		return e.mb.failed()
-	}
+	defer b.e.mapMu.RUnlock()
 	b.count++
 	op := b.count
 	s := int(op & 1)
@@ -216,6 +209,25 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 	b.sawAll = from < 0
 	atomic.StoreUint64(me.done, op)
 	b.wakePeers()
+	return nil
+}
+
+// hold takes the mapping for one board or stage operation: it returns
+// nil with the endpoint's mapMu held for reading (the caller releases
+// it), or why the operation cannot run, with nothing held: the endpoint
+// is closed, or aborted (by a peer, say: nothing is posted, as a send
+// would fail now).
+func (b *Board) hold() error {
+	e := b.e
+	e.mapMu.RLock()
+	switch {
+	case e.unmapped:
+		e.mapMu.RUnlock()
+		return ErrClosed
+	case e.mb.hasFailed.Load():
+		e.mapMu.RUnlock()
+		return e.mb.failed()
+	}
 	return nil
 }
 

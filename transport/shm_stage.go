@@ -102,15 +102,10 @@ func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, 
 	if elem <= 0 || cacheLine%elem != 0 || len(send)%elem != 0 {
 		return fmt.Errorf("comm: transport: stage all-reduce of %d bytes in elements of %d", len(send), elem)
 	}
-	e := b.e
-	e.mapMu.RLock()
-	defer e.mapMu.RUnlock()
-	if e.unmapped {
-		return ErrClosed
+	if err := b.hold(); err != nil {
+		return err
 	}
-	if e.mb.hasFailed.Load() {
-		return e.mb.failed()
-	}
+	defer b.e.mapMu.RUnlock()
 	// Peers waiting on the board for seq learn that this rank runs it
 	// here; peers on the stage match it by signature.
 	b.Enter(seq, sig)
