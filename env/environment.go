@@ -90,8 +90,10 @@ func (l Launcher) String() string {
 //	GOCOMM_SETTLE         -              how long Init keeps the rank busy once set up, so
 //	                                     that its first operations do not meet the Go
 //	                                     runtime monitor's start-up polling: a duration
-//	                                     (10ms) or 0; default 10ms on the mpi backends,
-//	                                     0 on native
+//	                                     (10ms) or 0; default 10ms on the mpi backends;
+//	                                     on native 20ms for a rank alone in its process
+//	                                     with one P that reaches its peers through
+//	                                     shared memory, else 0
 //	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
 //	                                     (rank 0 hosts), file:///shared/path (a file store;
 //	                                     use a fresh path per job: the last rank removes it)
