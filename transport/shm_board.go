@@ -318,6 +318,12 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 			return nil
 		}
 		if e.mb.hasFailed.Load() {
+			// A peer that ran this collective with other arguments may
+			// have aborted the world on seeing this rank's: say what this
+			// rank sees, the mismatch, rather than the abort.
+			if entered && w.mismatch(r) {
+				return nil
+			}
 			return e.mb.failed()
 		}
 		phase := bo.next()
