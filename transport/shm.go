@@ -498,9 +498,10 @@ func sleepOn(word *uint32, val uint32, d time.Duration, held bool, a, b, c <-cha
 // shared memory, is alone in its process among them, and runs with one
 // P. Such a rank's Go runtime monitor, once slowed down, stays slow while
 // it waits.
-func (e *Hybrid) SleepsHoldingP() bool {
-	return e.shm != nil && e.shm.alone && runtime.GOMAXPROCS(0) == 1
-}
+func (e *Hybrid) SleepsHoldingP() bool { return e.shm != nil && e.shm.holdsP() }
+
+// holdsP reports whether this endpoint's sleeps keep their P (see sleep).
+func (e *shmEndpoint) holdsP() bool { return e.alone && runtime.GOMAXPROCS(0) == 1 }
 
 // sleep is sleepOn for this endpoint's waits. A rank alone in its process
 // with one P (GOCOMM_BIND's default for a rank with a core of its own)
@@ -513,7 +514,7 @@ func (e *Hybrid) SleepsHoldingP() bool {
 // at the 99th percentile (docs/results/2026-11-27/sysmon). Holding the P,
 // the monitor sees a running goroutine and stays at its slow tick.
 func (e *shmEndpoint) sleep(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
-	sleepOn(word, val, d, e.alone && runtime.GOMAXPROCS(0) == 1, a, b, c)
+	sleepOn(word, val, d, e.holdsP(), a, b, c)
 }
 
 // Slices of a sleepOn wait.
