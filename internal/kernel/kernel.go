@@ -203,6 +203,9 @@ func view[T any](b []byte) []T {
 
 // reduceNative runs the typed kernel for dt over buffers that view accepts.
 func reduceNative(dt core.DType, op core.Op, dst, src []byte) {
+	if n := reduceVector(dt, op, dst, src); n > 0 {
+		dst, src = dst[n:], src[n:]
+	}
 	switch dt {
 	case core.Int8:
 		reduceInteger(op, view[int8](dst), view[int8](src))

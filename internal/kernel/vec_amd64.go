@@ -1,0 +1,66 @@
+//go:build linux && !gocomm_portable
+
+package kernel
+
+import "github.com/gocomm/comm/core"
+
+// The x86-64 kernels of the 32- and 64-bit element types: AVX2 adds and
+// multiplies 128 bytes per iteration, element by element, exactly as the
+// Go loops do (IEEE operations round each element alike; integers wrap;
+// a NaN result keeps the payload of d's NaN when both are NaNs, as the
+// scalar instructions the Go loops compile to do). Min and Max stay in
+// Go, as for binary16.
+
+// addF32AVX2 and the others set d[i] = d[i] op s[i] for the first n bytes
+// of d and s, n a multiple of 128.
+//
+//go:noescape
+func addF32AVX2(d, s *byte, n int)
+
+//go:noescape
+func addF64AVX2(d, s *byte, n int)
+
+//go:noescape
+func mulF32AVX2(d, s *byte, n int)
+
+//go:noescape
+func mulF64AVX2(d, s *byte, n int)
+
+//go:noescape
+func addI32AVX2(d, s *byte, n int)
+
+//go:noescape
+func addI64AVX2(d, s *byte, n int)
+
+//go:noescape
+func mulI32AVX2(d, s *byte, n int)
+
+// reduceVector reduces the longest prefix of dst and src (aligned to
+// their element size) it has a kernel for and returns its length in
+// bytes.
+func reduceVector(dt core.DType, op core.Op, dst, src []byte) int {
+	n := len(dst) &^ 127
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	d, s := &dst[0], &src[0]
+	switch {
+	case (op == core.Sum || op == core.Avg) && dt == core.Float32:
+		addF32AVX2(d, s, n)
+	case (op == core.Sum || op == core.Avg) && dt == core.Float64:
+		addF64AVX2(d, s, n)
+	case (op == core.Sum || op == core.Avg) && (dt == core.Int32 || dt == core.Uint32):
+		addI32AVX2(d, s, n)
+	case (op == core.Sum || op == core.Avg) && (dt == core.Int64 || dt == core.Uint64):
+		addI64AVX2(d, s, n)
+	case op == core.Prod && dt == core.Float32:
+		mulF32AVX2(d, s, n)
+	case op == core.Prod && dt == core.Float64:
+		mulF64AVX2(d, s, n)
+	case op == core.Prod && (dt == core.Int32 || dt == core.Uint32):
+		mulI32AVX2(d, s, n)
+	default:
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,61 @@
+//go:build linux && !gocomm_portable
+
+#include "textflag.h"
+
+// BINARY128(op) sets d[i] = d[i] op s[i] over n bytes (n a multiple of
+// 128), four YMM registers at a time; d's value is op's first source.
+// Arguments: d+0(FP), s+8(FP), n+16(FP).
+#define BINARY128(op) \
+	MOVQ d+0(FP), DI \
+	MOVQ s+8(FP), SI \
+	MOVQ n+16(FP), CX \
+	SHRQ $7, CX \
+	JZ   done \
+loop: \
+	VMOVDQU (DI), Y0 \
+	VMOVDQU 32(DI), Y1 \
+	VMOVDQU 64(DI), Y2 \
+	VMOVDQU 96(DI), Y3 \
+	op      (SI), Y0, Y0 \
+	op      32(SI), Y1, Y1 \
+	op      64(SI), Y2, Y2 \
+	op      96(SI), Y3, Y3 \
+	VMOVDQU Y0, (DI) \
+	VMOVDQU Y1, 32(DI) \
+	VMOVDQU Y2, 64(DI) \
+	VMOVDQU Y3, 96(DI) \
+	ADDQ    $128, DI \
+	ADDQ    $128, SI \
+	DECQ    CX \
+	JNZ     loop \
+	VZEROUPPER \
+done: \
+	RET
+
+// func addF32AVX2(d, s *byte, n int)
+TEXT ·addF32AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VADDPS)
+
+// func addF64AVX2(d, s *byte, n int)
+TEXT ·addF64AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VADDPD)
+
+// func mulF32AVX2(d, s *byte, n int)
+TEXT ·mulF32AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VMULPS)
+
+// func mulF64AVX2(d, s *byte, n int)
+TEXT ·mulF64AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VMULPD)
+
+// func addI32AVX2(d, s *byte, n int)
+TEXT ·addI32AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VPADDD)
+
+// func addI64AVX2(d, s *byte, n int)
+TEXT ·addI64AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VPADDQ)
+
+// func mulI32AVX2(d, s *byte, n int)
+TEXT ·mulI32AVX2(SB), NOSPLIT, $0-24
+	BINARY128(VPMULLD)
