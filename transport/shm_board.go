@@ -120,6 +120,7 @@ func newBoard(e *shmEndpoint, mem []byte, off, stg, n, me int) *Board {
 	b := &Board{e: e, n: n, me: me, blk: make([]boardBlock, n)}
 	b.st.blk = make([]stageBlock, n)
 	b.st.srcs = make([][]byte, n)
+	b.st.mine = make([]byte, stageStripe)
 	for r := range n {
 		b.blk[r] = boardBlockAt(mem, off+r*boardBlockSize)
 		b.st.blk[r] = stageBlockAt(mem, stg+r*stageBlockSize)

@@ -2,7 +2,11 @@
 
 package kernel
 
-import "github.com/gocomm/comm/core"
+import (
+	"unsafe"
+
+	"github.com/gocomm/comm/core"
+)
 
 // The x86-64 kernels of the 32- and 64-bit element types: AVX2 adds and
 // multiplies 128 bytes per iteration, element by element, exactly as the
@@ -63,4 +67,25 @@ func reduceVector(dt core.DType, op core.Op, dst, src []byte) int {
 		return 0
 	}
 	return n
+}
+
+// copyNTAVX2 copies n bytes (a multiple of 128) to d (32-byte aligned)
+// with non-temporal stores, fenced.
+//
+//go:noescape
+func copyNTAVX2(d, s *byte, n int)
+
+// copyNT copies the longest part of src it can into dst with
+// non-temporal stores and returns where it started and ended; the
+// caller copies the rest.
+func copyNT(dst, src []byte) (lo, hi int) {
+	if !hasAVX2 || len(dst) < 256 {
+		return 0, 0
+	}
+	lo = int(-uintptr(unsafe.Pointer(&dst[0])) & 31)
+	hi = lo + (len(dst)-lo)&^127
+	if hi > lo {
+		copyNTAVX2(&dst[lo], &src[lo], hi-lo)
+	}
+	return lo, hi
 }

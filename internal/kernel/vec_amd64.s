@@ -59,3 +59,30 @@ TEXT ·addI64AVX2(SB), NOSPLIT, $0-24
 // func mulI32AVX2(d, s *byte, n int)
 TEXT ·mulI32AVX2(SB), NOSPLIT, $0-24
 	BINARY128(VPMULLD)
+
+// func copyNTAVX2(d, s *byte, n int)
+// Copies n bytes (a multiple of 128; d 32-byte aligned) with stores that
+// bypass the cache, then orders them before any later store (SFENCE).
+TEXT ·copyNTAVX2(SB), NOSPLIT, $0-24
+	MOVQ d+0(FP), DI
+	MOVQ s+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $7, CX
+	JZ   ntdone
+ntloop:
+	VMOVDQU  (SI), Y0
+	VMOVDQU  32(SI), Y1
+	VMOVDQU  64(SI), Y2
+	VMOVDQU  96(SI), Y3
+	VMOVNTDQ Y0, (DI)
+	VMOVNTDQ Y1, 32(DI)
+	VMOVNTDQ Y2, 64(DI)
+	VMOVNTDQ Y3, 96(DI)
+	ADDQ     $128, DI
+	ADDQ     $128, SI
+	DECQ     CX
+	JNZ      ntloop
+	SFENCE
+	VZEROUPPER
+ntdone:
+	RET

@@ -63,3 +63,34 @@ func reduceLoops(dt core.DType, op core.Op, dst, src []byte) {
 		reduceNative(dt, op, dst, src)
 	}
 }
+
+// TestCopyShared copies like copy at every length and alignment around
+// the non-temporal part's limits.
+func TestCopyShared(t *testing.T) {
+	src := make([]byte, 4096+300)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	for _, n := range []int{0, 1, 255, 256, 257, 383, 384, 1000, 4096} {
+		for _, off := range []int{0, 1, 31, 32, 33} {
+			for _, soff := range []int{0, 5} {
+				buf := make([]byte, n+off+64)
+				dst := buf[off : off+n]
+				CopyShared(dst, src[soff:soff+n])
+				if !bytes.Equal(dst, src[soff:soff+n]) {
+					t.Fatalf("n=%d off=%d soff=%d: copied wrong bytes", n, off, soff)
+				}
+				for _, b := range append(buf[:off:off], buf[off+n:]...) {
+					if b != 0 {
+						t.Fatalf("n=%d off=%d soff=%d: wrote outside dst", n, off, soff)
+					}
+				}
+			}
+		}
+	}
+	short := make([]byte, 10)
+	CopyShared(short, src) // copies 10, as copy would
+	if !bytes.Equal(short, src[:10]) {
+		t.Fatal("shorter dst: not copy's bytes")
+	}
+}
