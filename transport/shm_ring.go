@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocomm/comm/internal/kernel"
 )
 
 // ringOut is this rank's producing end of the ring to one peer on its host.
@@ -129,7 +131,9 @@ func (e *shmEndpoint) writeMessage(ctx context.Context, o *ringOut, h *Header, p
 		} else {
 			putShortHeader(o.d, off, recMore, n)
 		}
-		copy(o.d[off+recHeader:off+recHeader+n], payload[done:done+n])
+		// Past the ring's first lap the consumer has read these lines:
+		// a copy that bypasses this core's cache does not wait for them.
+		kernel.CopyShared(o.d[off+recHeader:off+recHeader+n], payload[done:done+n])
 		o.publish(off, recordSpan(n))
 		published++
 		done += n
