@@ -203,9 +203,12 @@ func view[T any](b []byte) []T {
 
 // reduceNative runs the typed kernel for dt over buffers that view accepts.
 func reduceNative(dt core.DType, op core.Op, dst, src []byte) {
-	if n := reduceVector(dt, op, dst, src); n > 0 {
-		dst, src = dst[n:], src[n:]
-	}
+	n := reduceVector(dt, op, dst, src)
+	reduceLoops(dt, op, dst[n:], src[n:])
+}
+
+// reduceLoops is reduceNative in the Go loops alone.
+func reduceLoops(dt core.DType, op core.Op, dst, src []byte) {
 	switch dt {
 	case core.Int8:
 		reduceInteger(op, view[int8](dst), view[int8](src))

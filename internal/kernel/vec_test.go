@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/gocomm/comm/core"
 )
 
 // TestVectorMatchesGoLoops: where a vector kernel reduces a prefix
@@ -41,26 +39,6 @@ func TestVectorMatchesGoLoops(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// reduceLoops is reduceNative without the vector kernels.
-func reduceLoops(dt core.DType, op core.Op, dst, src []byte) {
-	switch dt {
-	case core.Int32:
-		reduceInteger(op, view[int32](dst), view[int32](src))
-	case core.Int64:
-		reduceInteger(op, view[int64](dst), view[int64](src))
-	case core.Uint32:
-		reduceInteger(op, view[uint32](dst), view[uint32](src))
-	case core.Uint64:
-		reduceInteger(op, view[uint64](dst), view[uint64](src))
-	case core.Float32:
-		reduceFloat(op, view[float32](dst), view[float32](src))
-	case core.Float64:
-		reduceFloat(op, view[float64](dst), view[float64](src))
-	default:
-		reduceNative(dt, op, dst, src)
 	}
 }
 
