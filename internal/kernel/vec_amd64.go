@@ -9,11 +9,11 @@ import (
 )
 
 // The x86-64 kernels of the 32- and 64-bit element types: AVX2 adds and
-// multiplies 128 bytes per iteration, element by element, exactly as the
-// Go loops do (IEEE operations round each element alike; integers wrap;
-// a NaN result keeps the payload of d's NaN when both are NaNs, as the
-// scalar instructions the Go loops compile to do). Min and Max stay in
-// Go, as for binary16.
+// multiplies 128 bytes per iteration, element by element, with the Go
+// loops' results (IEEE operations round each element alike; integers
+// wrap; a NaN where they give a NaN, whose payload, as in Go's own code,
+// is that of whichever operand the instruction takes first). Min and Max
+// stay in Go, as for binary16.
 
 // addF32AVX2 and the others set d[i] = d[i] op s[i] for the first n bytes
 // of d and s, n a multiple of 128.
