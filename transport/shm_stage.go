@@ -24,12 +24,12 @@ import (
 // each rank, copy out), there are two synchronisations per chunk instead
 // of a ring's 2(n-1) steps, and every rank ends with the same bits (each
 // stripe is folded once). The copies into the block bypass the writer's
-// cache (kernel.CopyShared): the lines were read by the peers one reuse
-// ago, and a plain copy waits for each to be taken back from their
-// caches (2 ranks, 1 MiB: 4.96 GB/s busbw with plain copies, 12.46 with
-// these, commbench, binaries alternating, 2026-11-27 15:45). (Folding the whole chunk on every rank, one
-// synchronisation instead of two, measured slower from 2 KiB on, 2 and 4
-// ranks.) This is what shared-memory collectives of MPI libraries do for
+// cache (kernel.CopyShared): the peers read those lines one reuse ago,
+// and a plain copy waits for each to be taken back from their caches (2
+// ranks, 1 MiB: 4.96 GB/s busbw with plain copies, 12.46 with these;
+// commbench, binaries alternating, 2026-11-27 15:45). (Folding the whole
+// chunk on every rank, one synchronisation instead of two, measured
+// slower from 2 KiB on, 2 and 4 ranks.) This is what shared-memory collectives of MPI libraries do for
 // mid-size messages (MPICH's and Intel MPI's shm all-reduce, Open MPI's
 // coll/sm).
 //
@@ -143,8 +143,7 @@ func (b *Board) stageChunk(w *boardWait, send, recv []byte, fold Fold) error {
 	// reads, from send), its header, then the progress word's atomic
 	// store (a peer that loads it sees everything stored before). The
 	// chunk's copy bypasses this core's cache (kernel.CopyShared): the
-	// peers read the block two chunks ago, and taking those lines back
-	// from their caches one by one is what a plain copy would wait for.
+	// peers read this slot two chunks ago.
 	lo, hi := stripe(n, b.n, b.me)
 	kernel.CopyShared(me.chunk[s][:lo], send[:lo])
 	kernel.CopyShared(me.chunk[s][hi:n], send[hi:])
