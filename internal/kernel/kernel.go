@@ -366,8 +366,9 @@ func swapLE(size int, out, in []byte, decode bool) {
 }
 
 // CopyShared copies src into dst as copy does (min(len(dst), len(src))
-// bytes; they must not overlap) for another core to read next: where it can (linux/amd64 with AVX2,
-// from 256 bytes), with stores that bypass this core's cache. A core that
+// bytes; they must not overlap) for another core to read next: where it
+// can (linux/amd64 with AVX2, from 256 bytes), with stores that bypass
+// this core's cache. A core that
 // writes lines another core has read waits for each of them to be taken
 // back from that core's cache; these stores do not, and the reader gets
 // the data from memory. On this project's test machine, writing 128 KiB
