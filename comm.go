@@ -68,8 +68,9 @@ type Options struct {
 	// SingleCopyBytes is the smallest message that ranks on one host copy
 	// straight out of the sender's memory (Linux process_vm_readv) instead
 	// of through the shared-memory ring, where the kernel allows it
-	// (GOCOMM_SHM_SINGLE_COPY: bytes, or "off"). 0: the default
-	// (256 KiB); negative: never.
+	// (GOCOMM_SHM_SINGLE_COPY: bytes, or "off"). 0: the default (never
+	// when each rank of the host has a CPU of its own, else 256 KiB);
+	// negative: never.
 	SingleCopyBytes int
 	// ListenHost is the host data connections bind to and publish
 	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the

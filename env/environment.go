@@ -80,7 +80,8 @@ func (l Launcher) String() string {
 //	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
 //	                                     boot id): ranks with equal ids share memory
 //	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
-//	                                     memory on one host (bytes, or off); default 256 KiB
+//	                                     memory on one host (bytes, or off); default off, or
+//	                                     256 KiB when the host's ranks outnumber its CPUs
 //	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
 //	                                     auto (local rank r of n gets block r of n equal
 //	                                     blocks of the CPUs it may use; when ranks outnumber

@@ -285,13 +285,16 @@ func (e *Hybrid) send(ctx context.Context, peer int, h Header, payload []byte, s
 }
 
 // SendsStartable reports whether a send of n bytes to peer goes by single
-// copy, so that StartSend returns with the send in progress.
+// copy, or through a ring it does not fit in at once, so that StartSend
+// returns with the send in progress: the rest of it is written while the
+// caller receives on the same goroutine, or by finish.
 func (e *Hybrid) SendsStartable(peer, n int) bool {
 	return e.shm != nil && e.shm.sendsStartable(peer, n)
 }
 
 // StartSend starts a send (see SendStarter): a single-copy send is
-// published and finished by finish; any other send runs at once.
+// published, a large one through a ring written as far as it fits, and
+// finish ends them; any other send runs at once.
 func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
 	if e.shm != nil {
 		if finish, started := e.shm.startSend(ctx, peer, h, payload); started {

@@ -52,6 +52,8 @@ type shmEndpoint struct {
 	// singleLazy leaves single-copy records nobody receives yet in their
 	// rings (see onSingle); guarded by the poller role.
 	singleLazy bool
+	// streams are the started ring sends not yet written (shm_stream.go).
+	streams streams
 
 	// The poller role: one goroutine at a time drains the inbound rings.
 	role      atomic.Int32
@@ -108,7 +110,7 @@ func (e *shmEndpoint) send(ctx context.Context, peer int, h Header, payload []by
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
 		return err
 	}
-	if single && e.sendsStartable(peer, len(payload)) {
+	if single && e.sendsSingle(o, len(payload)) {
 		return e.sendSingle(ctx, o, &h, payload)
 	}
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
@@ -188,10 +190,17 @@ func sendDone(err error) func(context.Context) error {
 }
 
 // sendsStartable is Hybrid.SendsStartable: whether a send of n bytes to
-// peer goes by single copy.
+// peer goes by single copy, or through the ring as a stream (it does not
+// fit in the ring's half at once, see sendsBuffered).
 func (e *shmEndpoint) sendsStartable(peer, n int) bool {
 	o := e.outTo(peer)
-	return o != nil && e.singleMin > 0 && n >= e.singleMin && peerReads(o)
+	return o != nil && (e.sendsSingle(o, n) || n > e.opts.RingBytes/2)
+}
+
+// sendsSingle reports whether a send of n bytes through o goes by single
+// copy.
+func (e *shmEndpoint) sendsSingle(o *ringOut, n int) bool {
+	return e.singleMin > 0 && n >= e.singleMin && peerReads(o)
 }
 
 // peerReads reports whether the peer of o copies out of this process's
@@ -217,25 +226,30 @@ func (e *shmEndpoint) outTo(peer int) *ringOut {
 	return e.out[peer]
 }
 
-// startSend starts a single-copy send (see Hybrid.StartSend) and returns
-// its finish, or reports false, having done nothing, when the send does
-// not go by single copy (or the segment is gone): the caller sends it at
-// once instead.
+// startSend starts a send (see Hybrid.StartSend), by single copy or as a
+// stream through the ring, and returns its finish, or reports false,
+// having done nothing, when it cannot start the send (it is small, the
+// ring is busy with another message, the segment is gone): the caller
+// sends it at once instead.
 func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error, started bool) {
 	e.mapMu.RLock()
+	defer e.mapMu.RUnlock()
 	if e.unmapped || !e.sendsStartable(peer, len(payload)) {
-		e.mapMu.RUnlock()
 		return nil, false
 	}
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
-		e.mapMu.RUnlock()
 		return sendDone(err), true
 	}
 	// The send outlives this hold on mapMu (the caller receives
 	// meanwhile, which takes it again): it keeps the mapping instead.
 	e.mapRefs.Add(1)
-	wait := e.startSingle(ctx, e.out[peer], &h, payload, false)
-	e.mapMu.RUnlock()
+	o := e.out[peer]
+	if !e.sendsSingle(o, len(payload)) || e.streams.on(o) {
+		// A single-copy send would wait for the ring's lock, which a
+		// stream holds until this goroutine writes the stream's rest.
+		return e.startStream(o, &h, payload), true
+	}
+	wait := e.startSingle(ctx, o, &h, payload, false)
 	return func(ctx context.Context) error {
 		defer e.unrefMap()
 		return wait(ctx)

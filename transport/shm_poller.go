@@ -205,6 +205,9 @@ func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool,
 		// yet wait in their rings for receives about to be posted.
 		e.singleLazy = bo.phase != phaseSleep
 		progress := e.drainUntil(r) > 0
+		if e.streams.n.Load() > 0 && e.pump() {
+			progress = true
+		}
 		if isClosed(r.done) {
 			return false
 		}
@@ -229,10 +232,14 @@ func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool,
 		case phaseYield:
 			bo.yieldCPU()
 		case phaseSleep:
+			d := maxSleep
+			if e.streams.n.Load() > 0 {
+				d = e.streamsWait()
+			}
 			atomic.AddUint32(e.me.sleepers, 1)
 			v := atomic.LoadUint32(e.me.wake)
 			if !e.ready() && !isClosed(r.done) {
-				e.sleep(e.me.wake, v, maxSleep, ctxDone, r.done, e.mb.failedCh)
+				e.sleep(e.me.wake, v, d, ctxDone, r.done, e.mb.failedCh)
 			}
 			atomic.AddUint32(e.me.sleepers, ^uint32(0))
 		}

@@ -219,10 +219,14 @@ func connectChild(ctx context.Context) (*Hybrid, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Single copy on at every rank count: the children check that large
+	// messages are copied out of the senders' processes.
+	so := benchSHMOptions()
+	so.SingleCopyBytes = defaultSingleCopyBytes
 	return ConnectHybrid(ctx, store, HybridOptions{
 		TCPOptions: TCPOptions{Rank: rank, Size: size, Prefix: os.Getenv(prefixVar), Secret: []byte("s3cret")},
 		Transport:  mode,
-		SHM:        benchSHMOptions(),
+		SHM:        so,
 	})
 }
 

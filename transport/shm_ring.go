@@ -126,31 +126,37 @@ func (e *shmEndpoint) writeMessage(ctx context.Context, o *ringOut, h *Header, p
 		if err != nil {
 			return published, err
 		}
-		if published == 0 {
-			putFirstHeader(o.d, off, h, total, n)
-		} else {
-			putShortHeader(o.d, off, recMore, n)
-		}
-		// Past the ring's first lap the consumer has read these lines:
-		// a copy that bypasses this core's cache does not wait for them,
-		// but leaves the consumer to fetch the record from memory, which
-		// costs a small message more than it saves (ping-pong, 2 ranks,
-		// alternating: 256-512 B 0.83-0.88 us with copy, 1.01-1.12 with
-		// the bypass; 1 KiB even; 16 KiB 4.37 -> 2.44, 64 KiB 12.67 ->
-		// 5.70).
-		dst, src := o.d[off+recHeader:off+recHeader+n], payload[done:done+n]
-		if n < sharedCopyMin {
-			copy(dst, src)
-		} else {
-			kernel.CopyShared(dst, src)
-		}
-		o.publish(off, recordSpan(n))
+		writeRecord(o, off, h, total, published, payload[done:done+n])
 		published++
 		done += n
 		if done == total {
 			return published, nil
 		}
 	}
+}
+
+// writeRecord writes and publishes the record at off holding piece, the
+// next of a total-byte message of which published records are out.
+func writeRecord(o *ringOut, off int, h *Header, total, published int, piece []byte) {
+	n := len(piece)
+	if published == 0 {
+		putFirstHeader(o.d, off, h, total, n)
+	} else {
+		putShortHeader(o.d, off, recMore, n)
+	}
+	// Past the ring's first lap the consumer has read these lines: a
+	// copy that bypasses this core's cache does not wait for them, but
+	// leaves the consumer to fetch the record from memory, which costs a
+	// small message more than it saves (ping-pong, 2 ranks, alternating:
+	// 256-512 B 0.83-0.88 us with copy, 1.01-1.12 with the bypass; 1 KiB
+	// even; 16 KiB 4.37 -> 2.44, 64 KiB 12.67 -> 5.70).
+	dst := o.d[off+recHeader : off+recHeader+n]
+	if n < sharedCopyMin {
+		copy(dst, piece)
+	} else {
+		kernel.CopyShared(dst, piece)
+	}
+	o.publish(off, recordSpan(n))
 }
 
 // sharedCopyMin is the smallest record whose payload writeMessage
@@ -182,6 +188,34 @@ func (e *shmEndpoint) reserve(ctx context.Context, o *ringOut, span int, failFas
 		off = 0
 	}
 	return off, e.waitRoom(ctx, o, span, failFast)
+}
+
+// tryReserve is reserve without waiting: it reports false, having
+// written at most the lap's padding, when the record does not fit yet.
+func tryReserve(o *ringOut, span int) (int, bool) {
+	size := len(o.d)
+	off := int(o.tail % uint64(size))
+	if off+span > size {
+		pad := size - off
+		if !o.room(pad) {
+			return 0, false
+		}
+		putShortHeader(o.d, off, recPad, 0)
+		atomic.StoreUint64(recSeq(o.d, off), o.tail+1)
+		o.tail += uint64(pad)
+		off = 0
+	}
+	return off, o.room(span)
+}
+
+// room reports whether span more bytes fit, reading the consumer's head
+// again if they did not at the last reading.
+func (o *ringOut) room(span int) bool {
+	if o.fits(span) {
+		return true
+	}
+	o.seenHead = atomic.LoadUint64(o.ctl.head)
+	return o.fits(span)
 }
 
 func (o *ringOut) fits(span int) bool {

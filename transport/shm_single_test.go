@@ -39,7 +39,7 @@ func TestSHMSingleCopy(t *testing.T) {
 	}
 
 	t.Run("posted-first", func(t *testing.T) {
-		ws := shmWorld(t, 2)
+		ws := shmSingleWorld(t, 2)
 		ctx := tctx(t)
 		buf := make([]byte, n)
 		ch := goRecv(ctx, ws[1], 0, h, buf)
@@ -56,7 +56,7 @@ func TestSHMSingleCopy(t *testing.T) {
 	t.Run("unexpected", func(t *testing.T) {
 		// Nobody receives: after singlePatience the receiver's drainer
 		// copies the message aside and the send completes.
-		ws := shmWorld(t, 2)
+		ws := shmSingleWorld(t, 2)
 		ctx := tctx(t)
 		start := time.Now()
 		if err := ws[0].Send(ctx, 1, h, payload(2, n)); err != nil {
@@ -73,7 +73,7 @@ func TestSHMSingleCopy(t *testing.T) {
 	})
 
 	t.Run("both-send-first", func(t *testing.T) {
-		ws := shmWorld(t, 2)
+		ws := shmSingleWorld(t, 2)
 		ctx := tctx(t)
 		bufs := [2][]byte{make([]byte, n), make([]byte, n)}
 		bothRanks(t, func(r int) error {
@@ -95,7 +95,7 @@ func TestSHMSingleCopy(t *testing.T) {
 				o.Prefix = t.Name()
 				o.Transport = TransportSHM
 				o.HostID = "host0"
-				o.SHM = SHMOptions{RingBytes: minRingBytes}
+				o.SHM = SHMOptions{RingBytes: minRingBytes, SingleCopyBytes: minRingBytes/2 + 1}
 				if o.Rank == off {
 					o.SHM.SingleCopyBytes = -1
 				}
@@ -123,7 +123,7 @@ func TestSHMSingleCopy(t *testing.T) {
 // short mid-message, it aborts the endpoint, and the peer sees rank 0
 // lost rather than reading memory the sender reuses.
 func TestSHMSingleCopySendCancel(t *testing.T) {
-	ws := shmWorld(t, 2)
+	ws := shmSingleWorld(t, 2)
 	ctx := tctx(t)
 	ws[1].shm.role.Store(1) // nobody drains rank 1's rings
 	// The ctx ends once the send is published, not at a fixed time: on a
@@ -157,7 +157,7 @@ func TestSHMSingleCopySendCancel(t *testing.T) {
 // sender does not have makes the receiver fail the receive and count the
 // sender as lost, saying what it could not copy.
 func TestSHMSingleCopyBadAddress(t *testing.T) {
-	ws := shmWorld(t, 2)
+	ws := shmSingleWorld(t, 2)
 	ctx := tctx(t)
 	h := Header{Seq: 1, Sig: sig(1)}
 	o := ws[0].shm.out[1]
@@ -226,7 +226,7 @@ func bothRanks(t *testing.T, f func(r int) error) {
 // ends with ErrClosed, and the mapping it reads stays until it has.
 func TestSHMStartSend(t *testing.T) {
 	const n = 1 << 20
-	ws := shmWorld(t, 2)
+	ws := shmSingleWorld(t, 2)
 	ctx := tctx(t)
 	h := Header{Comm: 1, Seq: 1, Sig: sig(n)}
 	if !ws[0].SendsStartable(1, n) || ws[0].SendsStartable(1, 100) || ws[0].SendsStartable(0, n) || ws[0].SendsStartable(7, n) {

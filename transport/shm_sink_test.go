@@ -79,7 +79,7 @@ func TestHybridRecvSink(t *testing.T) {
 	})
 
 	t.Run("single-copy", func(t *testing.T) {
-		ws := shmWorld(t, 2)
+		ws := shmSingleWorld(t, 2)
 		ctx := tctx(t)
 		var l sinkLog
 		buf := make([]byte, n)

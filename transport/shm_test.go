@@ -76,6 +76,14 @@ func shmWorld(t testing.TB, n int) []*Hybrid {
 	return shmWorldWith(t, n, SHMOptions{})
 }
 
+// shmSingleWorld is shmWorld with single copy from just above the
+// largest send that completes inline (the default when ranks outnumber
+// CPUs).
+func shmSingleWorld(t testing.TB, n int) []*Hybrid {
+	t.Helper()
+	return shmWorldWith(t, n, SHMOptions{SingleCopyBytes: minRingBytes/2 + 1})
+}
+
 // shmWorldWith is shmWorld with other options beside the ring sizes.
 func shmWorldWith(t testing.TB, n int, so SHMOptions) []*Hybrid {
 	t.Helper()
@@ -474,6 +482,14 @@ func TestSHMOptionsDefaults(t *testing.T) {
 		if err != nil || o.RingBytes != c.ring || o.ChunkBytes > o.RingBytes/4 {
 			t.Errorf("%d ranks: %+v %v", c.n, o, err)
 		}
+	}
+	// Single copy: off while each rank has a CPU of its own.
+	cpus := runtime.NumCPU()
+	if o, _ := (SHMOptions{}).withDefaults(cpus); o.SingleCopyBytes >= 0 {
+		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want off", cpus, cpus, o.SingleCopyBytes)
+	}
+	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SingleCopyBytes != min(defaultSingleCopyBytes, o.RingBytes/2+1) {
+		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want %d", cpus+1, cpus, o.SingleCopyBytes, min(defaultSingleCopyBytes, o.RingBytes/2+1))
 	}
 	for _, o := range []SHMOptions{{RingBytes: 100 << 10}, {RingBytes: 1 << 10}, {RingBytes: 1 << 20, ChunkBytes: 512 << 10}, {ChunkBytes: -1}} {
 		if _, err := o.withDefaults(2); err == nil {
