@@ -269,6 +269,23 @@ func (e *Hybrid) SendCopy(ctx context.Context, peer int, h Header, payload []byt
 	return e.send(ctx, peer, h, payload, false)
 }
 
+// CopiesStartable is transport.CopySender's: whether StartSendCopy of n
+// bytes to peer starts a stream through the ring (see SendsStartable).
+func (e *Hybrid) CopiesStartable(peer, n int) bool {
+	return e.shm != nil && e.shm.streamable(peer, n)
+}
+
+// StartSendCopy is transport.CopySender's: StartSend, but to a peer on
+// this host always through the ring.
+func (e *Hybrid) StartSendCopy(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
+	if e.shm != nil {
+		if finish, started := e.shm.startSend(ctx, peer, h, payload, false); started {
+			return finish
+		}
+	}
+	return sendDone(e.SendCopy(ctx, peer, h, payload))
+}
+
 // send is Send, with single copy allowed to a peer on this host or not.
 func (e *Hybrid) send(ctx context.Context, peer int, h Header, payload []byte, single bool) error {
 	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
@@ -297,7 +314,7 @@ func (e *Hybrid) SendsStartable(peer, n int) bool {
 // finish ends them; any other send runs at once.
 func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
 	if e.shm != nil {
-		if finish, started := e.shm.startSend(ctx, peer, h, payload); started {
+		if finish, started := e.shm.startSend(ctx, peer, h, payload, true); started {
 			return finish
 		}
 	}

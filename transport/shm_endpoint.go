@@ -194,7 +194,7 @@ func sendDone(err error) func(context.Context) error {
 // fit in the ring's half at once, see sendsBuffered).
 func (e *shmEndpoint) sendsStartable(peer, n int) bool {
 	o := e.outTo(peer)
-	return o != nil && (e.sendsSingle(o, n) || n > e.opts.RingBytes/2)
+	return o != nil && (e.sendsSingle(o, n) || e.streamable(peer, n))
 }
 
 // sendsSingle reports whether a send of n bytes through o goes by single
@@ -226,15 +226,18 @@ func (e *shmEndpoint) outTo(peer int) *ringOut {
 	return e.out[peer]
 }
 
-// startSend starts a send (see Hybrid.StartSend), by single copy or as a
-// stream through the ring, and returns its finish, or reports false,
+// startSend starts a send (see Hybrid.StartSend), by single copy (if
+// single allows it) or as a stream through the ring, and returns its finish, or reports false,
 // having done nothing, when it cannot start the send (it is small, the
 // ring is busy with another message, the segment is gone): the caller
 // sends it at once instead.
-func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error, started bool) {
+func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload []byte, single bool) (finish func(context.Context) error, started bool) {
 	e.mapMu.RLock()
 	defer e.mapMu.RUnlock()
-	if e.unmapped || !e.sendsStartable(peer, len(payload)) {
+	if e.unmapped {
+		return nil, false
+	}
+	if single && !e.sendsStartable(peer, len(payload)) || !single && !e.streamable(peer, len(payload)) {
 		return nil, false
 	}
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
@@ -244,7 +247,7 @@ func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload
 	// meanwhile, which takes it again): it keeps the mapping instead.
 	e.mapRefs.Add(1)
 	o := e.out[peer]
-	if !e.sendsSingle(o, len(payload)) || e.streams.on(o) {
+	if !single || !e.sendsSingle(o, len(payload)) || e.streams.on(o) {
 		// A single-copy send would wait for the ring's lock, which a
 		// stream holds until this goroutine writes the stream's rest.
 		return e.startStream(o, &h, payload), true

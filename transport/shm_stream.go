@@ -78,6 +78,13 @@ func (ss *streams) first(s *ringStream) bool {
 	return false
 }
 
+// streamable reports whether a send of n bytes to peer (on this host)
+// would go as a stream: it does not fit in half the ring, the largest
+// send that completes at once (sendsBuffered).
+func (e *shmEndpoint) streamable(peer, n int) bool {
+	return e.shares(peer) && n > e.opts.RingBytes/2
+}
+
 // on reports whether a stream through o is unfinished.
 func (ss *streams) on(o *ringOut) bool {
 	if ss.n.Load() == 0 {

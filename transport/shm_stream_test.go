@@ -12,9 +12,10 @@ import (
 
 // TestSHMStreams: with single copy off, a send too large for its ring
 // starts (StartSend returns with most of it unwritten) and is written by
-// the receive its goroutine runs next, or by finish; several streams to
-// one peer go one after another; a stream whose ctx ends mid-message
-// aborts the endpoint as any send cut short does.
+// the receive its goroutine runs next, or by finish; StartSendCopy does
+// the same where single copy is on; several streams to one peer go one
+// after another; a stream whose ctx ends mid-message aborts the endpoint
+// as any send cut short does.
 func TestSHMStreams(t *testing.T) {
 	const n = 1<<20 + 12345 // 16 rings of 64 KiB
 	h := func(seq uint64) Header { return Header{Comm: 1, Seq: seq, Sig: sig(n)} }
@@ -44,6 +45,30 @@ func TestSHMStreams(t *testing.T) {
 			if e.shm.singleIn.Load() != 0 || e.shm.streams.n.Load() != 0 {
 				t.Fatalf("rank %d: %d single copies, %d streams left", r, e.shm.singleIn.Load(), e.shm.streams.n.Load())
 			}
+		}
+	})
+
+	t.Run("copy", func(t *testing.T) {
+		// StartSendCopy streams through the ring where single copy is on.
+		ws := shmSingleWorld(t, 2)
+		ctx := tctx(t)
+		if !ws[0].CopiesStartable(1, n) || ws[0].CopiesStartable(1, minRingBytes/2) {
+			t.Fatal("CopiesStartable: want sends larger than half a ring")
+		}
+		bufs := [2][]byte{make([]byte, n), make([]byte, n)}
+		bothRanks(t, func(r int) error {
+			finish := ws[r].StartSendCopy(ctx, 1-r, h(1), payload(uint64(50+r), n))
+			_, err := ws[r].Recv(ctx, 1-r, h(1), bufs[r])
+			if ferr := finish(ctx); err == nil {
+				err = ferr
+			}
+			return err
+		})
+		if !bytes.Equal(bufs[0], payload(51, n)) || !bytes.Equal(bufs[1], payload(50, n)) {
+			t.Fatal("messages corrupted")
+		}
+		if ws[0].shm.singleIn.Load() != 0 || ws[1].shm.singleIn.Load() != 0 {
+			t.Fatal("copied out of the senders' memory, not through the rings")
 		}
 	})
 

@@ -82,6 +82,10 @@ type SinkReceiver interface {
 type CopySender interface {
 	// SendCopy is Send, through the ring for a peer on this host.
 	SendCopy(ctx context.Context, peer int, h Header, payload []byte) error
+	// CopiesStartable and StartSendCopy are SendStarter's SendsStartable
+	// and StartSend for SendCopy's sends.
+	CopiesStartable(peer, n int) bool
+	StartSendCopy(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error)
 }
 
 // SendStarter is implemented by endpoints that can start some sends

@@ -183,18 +183,19 @@ func (e *execution) step(ctx context.Context, i int, st algo.Step) error {
 	// connections, so a send never waits for the matching receive.
 	// Small sends go first on this goroutine: the socket takes them at
 	// once, and a goroutine hand-off would cost more than the send.
-	// Sends the endpoint can start and finish later (single-copy sends
-	// through shared memory) are started here and finished after the
-	// receives: no goroutine, and no thread waiting beside the receive.
-	// Large sends of a step that reduces what it receives go through the
-	// ring, not by single copy (copySends).
+	// Sends the endpoint can start and finish later (through shared
+	// memory: by single copy, or large ones through the ring, which the
+	// receive's polling writes as room appears) are started here and
+	// finished after the receives: no goroutine, and no thread waiting
+	// beside the receive. Large sends of a step that reduces what it
+	// receives go through the ring, not by single copy (copySends).
 	var sendDone chan error
 	var started []startedSend
 	if len(st.Sends) > 0 {
 		copied := e.copySends(st)
 		switch {
-		case len(st.Recvs) > 0 && !copied && e.startableSends(st.Sends):
-			started = e.startSends(ctx, i, st.Sends)
+		case len(st.Recvs) > 0 && e.startableSends(st.Sends, copied):
+			started = e.startSends(ctx, i, st.Sends, copied)
 		case len(st.Recvs) == 0 || e.inlineSends(st.Sends):
 			if err := e.sends(ctx, i, st.Sends, e.sendBufs, true, copied); err != nil || len(st.Recvs) == 0 {
 				return err
@@ -271,29 +272,38 @@ type startedSend struct {
 }
 
 // startableSends reports whether the endpoint can start every send of a
-// step and finish it later (transport.SendStarter).
-func (e *execution) startableSends(xs []algo.Xfer) bool {
+// step and finish it later (transport.SendStarter, or with copied
+// transport.CopySender).
+func (e *execution) startableSends(xs []algo.Xfer, copied bool) bool {
 	ss, ok := e.c.ep.(transport.SendStarter)
 	if !ok {
 		return false
 	}
+	startable := ss.SendsStartable
+	if copied {
+		startable = e.c.ep.(transport.CopySender).CopiesStartable
+	}
 	for _, x := range xs {
-		if !ss.SendsStartable(e.c.members[x.Peer], x.Len*e.esize) {
+		if !startable(e.c.members[x.Peer], x.Len*e.esize) {
 			return false
 		}
 	}
 	return true
 }
 
-// startSends starts a step's sends; each must be finished.
-func (e *execution) startSends(ctx context.Context, step int, xs []algo.Xfer) []startedSend {
-	ss := e.c.ep.(transport.SendStarter)
+// startSends starts a step's sends (with copied through
+// transport.CopySender); each must be finished.
+func (e *execution) startSends(ctx context.Context, step int, xs []algo.Xfer, copied bool) []startedSend {
+	start := e.c.ep.(transport.SendStarter).StartSend
+	if copied {
+		start = e.c.ep.(transport.CopySender).StartSendCopy
+	}
 	started := make([]startedSend, len(xs))
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
 		e.sendOrd[x.Peer]++
-		started[j] = startedSend{x.Peer, ss.StartSend(ctx, e.c.members[x.Peer], h, e.sendBufs[j])}
+		started[j] = startedSend{x.Peer, start(ctx, e.c.members[x.Peer], h, e.sendBufs[j])}
 	}
 	return started
 }
