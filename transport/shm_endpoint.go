@@ -113,6 +113,12 @@ func (e *shmEndpoint) send(ctx context.Context, peer int, h Header, payload []by
 	if single && e.sendsSingle(o, len(payload)) {
 		return e.sendSingle(ctx, o, &h, payload)
 	}
+	if e.streamable(peer, len(payload)) {
+		// A receive of this rank polling meanwhile writes it, while this
+		// goroutine waits instead of spinning beside it.
+		e.mapRefs.Add(1)
+		return e.startStream(o, &h, payload, 0)(ctx)
+	}
 	if err := o.lock.lock(ctx, e.mb.failedCh); err == errRingFailed {
 		return e.mb.sendErr(peer)
 	} else if err != nil {
@@ -250,7 +256,7 @@ func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload
 	if !single || !e.sendsSingle(o, len(payload)) || e.streams.on(o) {
 		// A single-copy send would wait for the ring's lock, which a
 		// stream holds until this goroutine writes the stream's rest.
-		return e.startStream(o, &h, payload), true
+		return e.startStream(o, &h, payload, streamPatience), true
 	}
 	wait := e.startSingle(ctx, o, &h, payload, false)
 	return func(ctx context.Context) error {

@@ -252,6 +252,9 @@ func (e *shmEndpoint) afterRole() {
 	if e.waiters.Load() > 0 {
 		e.passRole()
 	}
+	if e.streams.n.Load() > 0 {
+		e.roleFreed()
+	}
 	if e.producerWaiting() {
 		e.me.wakeDrainer()
 	}

@@ -27,7 +27,12 @@ type ringStream struct {
 	h         Header
 	payload   []byte
 	busy      atomic.Bool
-	lastWrite atomic.Int64 // when a record was last written (clock.Nanos)
+	lastWrite atomic.Int64  // when a record was last written (clock.Nanos)
+	endedCh   chan struct{} // closed when ended is set
+	wake      chan struct{} // capacity 1: the poller role was let go
+	// patience is how long s waits for room before it asks the peer's
+	// drainer to make some (see wakeDrainer).
+	patience time.Duration
 
 	// Guarded by busy.
 	done      int  // bytes written
@@ -105,8 +110,8 @@ func (ss *streams) on(o *ringOut) bool {
 // before, or a send of another goroutine) and returns the finish that
 // waits for the rest. The caller holds mapMu shared and has taken a
 // reference on the mapping for finish to drop.
-func (e *shmEndpoint) startStream(o *ringOut, h *Header, payload []byte) (finish func(context.Context) error) {
-	s := &ringStream{o: o, h: *h, payload: payload}
+func (e *shmEndpoint) startStream(o *ringOut, h *Header, payload []byte, patience time.Duration) (finish func(context.Context) error) {
+	s := &ringStream{o: o, h: *h, payload: payload, endedCh: make(chan struct{}), wake: make(chan struct{}, 1), patience: patience}
 	s.lastWrite.Store(clock.Nanos())
 	s.busy.Store(true)
 	e.streams.add(s)
@@ -159,6 +164,7 @@ func (e *shmEndpoint) writeSome(s *ringStream) bool {
 // go. The caller holds s.busy.
 func (e *shmEndpoint) endStream(s *ringStream, err error) {
 	s.ended, s.err = true, err
+	close(s.endedCh)
 	e.streams.remove(s)
 	if s.locked {
 		s.locked = false
@@ -182,6 +188,18 @@ func (e *shmEndpoint) pump() bool {
 	return wrote
 }
 
+// roleFreed tells the finishes waiting for a poller to write their
+// streams (finishStream) that the role was let go: they write the rest
+// themselves.
+func (e *shmEndpoint) roleFreed() {
+	for _, s := range e.streams.snapshot() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // streamsWait prepares the poller's sleep while streams of this rank wait
 // for room, and returns the bound of the sleep: a consumer that frees room
 // wakes the ring's space word (for finishStream), not the poller's.
@@ -194,23 +212,25 @@ func (e *shmEndpoint) streamsWait() time.Duration {
 }
 
 // wakeDrainer asks the peer's drainer to take in what s wrote, once s has
-// waited for room for streamPatience. Not before: the receive for it is
-// about to be posted (a collective's step posts it after its own local
-// copies), and the drainer would copy the message into a buffer of its
-// own, then again into the receive's, on a thread of its own beside the
-// peer's (2 ranks, all-to-all of 64 MiB: iterations of 30-50 ms against
-// 8-10).
+// waited for room for its patience. A started send waits streamPatience:
+// the receive for it is about to be posted (a collective's step posts it
+// after its own local copies), and the drainer would copy the message
+// into a buffer of its own, then again into the receive's, on a thread of
+// its own beside the peer's (2 ranks, all-to-all of 64 MiB: iterations of
+// 30-50 ms against 8-10). A blocking Send asks as soon as its wait gets
+// to sleep, as waitHead does: its receive may come only after a send of
+// the peer's own.
 func (s *ringStream) wakeDrainer(now int64) {
-	if now-s.lastWrite.Load() >= int64(streamPatience) {
+	if now-s.lastWrite.Load() >= int64(s.patience) {
 		s.o.cons.wakeDrainer()
 	}
 }
 
 const (
-	// streamSleep bounds a poller's sleep while a stream waits for room.
+	// streamSleep bounds a poller's sleep while a stream waits for room,
+	// and a finish's wait while a poller writes its stream.
 	streamSleep = time.Millisecond
-	// streamPatience is how long a stream waits for room before it asks
-	// the peer's drainer to make some.
+	// streamPatience is a started send's patience (see wakeDrainer).
 	streamPatience = 20 * time.Millisecond
 )
 
@@ -222,6 +242,12 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 	o := s.o
 	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		var why error
 		select {
@@ -251,6 +277,24 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 			bo.reset()
 			continue
 		}
+		if e.role.Load() != 0 {
+			// A receive polls the rings and writes s as room appears
+			// (drive): wait for it, rather than spin beside it.
+			if timer == nil {
+				timer = time.NewTimer(streamSleep)
+			} else {
+				timer.Reset(streamSleep)
+			}
+			select {
+			case <-s.endedCh:
+			case <-s.wake:
+			case <-timer.C:
+			case <-ctx.Done():
+			case <-failed:
+			case <-lost:
+			}
+			continue
+		}
 		switch bo.next() {
 		case phaseYield:
 			bo.yieldCPU()
@@ -264,7 +308,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 				fits := s.ended || (s.locked && e.nextFits(s))
 				s.busy.Store(false)
 				if !fits && atomic.LoadUint32(o.cons.closed) == 0 {
-					e.sleep(o.ctl.space, v, streamPatience, ctx.Done(), failed, lost)
+					e.sleep(o.ctl.space, v, max(s.patience, streamSleep), ctx.Done(), failed, lost)
 				}
 			}
 			atomic.StoreUint32(o.ctl.waiting, 0)
