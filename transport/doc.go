@@ -16,11 +16,13 @@
 //     map one segment with a single-producer ring per ordered pair; a
 //     receive polls the rings itself (spin, then yield, then a futex
 //     sleep, so that more ranks than cores do not collapse), a background
-//     drainer empties rings whose producer waits for room; messages of
-//     256 KiB and more are copied once, by the receiver, straight out of
-//     the sender's memory (process_vm_readv, where the kernel lets the
-//     ranks read each other: probed at set-up), and a sender can start
-//     such a send and finish it after its own receive (SendStarter);
+//     drainer empties rings whose producer waits for room; a message too
+//     large for its ring streams through it, written as room appears by
+//     the receive the sender's goroutine runs meanwhile (a started send,
+//     SendStarter) or by the send's own wait; with more ranks than CPUs,
+//     messages of 256 KiB and more are instead copied once, by the
+//     receiver, straight out of the sender's memory (process_vm_readv,
+//     where the kernel lets the ranks read each other: probed at set-up);
 //     peers on other hosts go over TCP. The native backend's default
 //     (TransportAuto);
 //   - Inproc (NewInprocWorld): all ranks in one process, for tests.

@@ -91,9 +91,10 @@ type CopySender interface {
 // SendStarter is implemented by endpoints that can start some sends
 // without waiting and finish them later: a single-copy send to a peer on
 // this host only publishes where the message is, and is done once the peer
-// has copied it, which needs nothing more from the sender. A caller can
-// then receive on the same goroutine meanwhile instead of running the send
-// on a goroutine of its own.
+// has copied it; a send too large for its ring writes what fits, and the
+// rest is written as the peer frees room by the caller's next receive (or
+// by finish). A caller can then receive on the same goroutine meanwhile
+// instead of running the send on a goroutine of its own.
 type SendStarter interface {
 	// SendsStartable reports whether StartSend of n bytes to peer starts
 	// a send in progress (else it sends at once, as Send does).
