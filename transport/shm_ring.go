@@ -253,35 +253,55 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 	}
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
-		select {
-		case <-ctx.Done():
-			return head, ctx.Err()
-		case <-failed:
-			return head, errRingFailed
-		case <-lost:
-			return head, errRingPeerLost
-		default:
-		}
-		if atomic.LoadUint32(o.cons.closed) != 0 {
-			return head, errRingPeerClosed
+		if err := roomGone(ctx, o, failed, lost); err != nil {
+			return head, err
 		}
 		switch bo.next() {
 		case phaseYield:
 			bo.yieldCPU()
 		case phaseSleep:
-			atomic.StoreUint32(o.ctl.waiting, waitRoom)
-			v := atomic.LoadUint32(o.ctl.space)
 			// Nobody may be polling the ring: wake the peer's drainer.
-			o.cons.wakeDrainer()
-			if atomic.LoadUint64(o.ctl.head) < need && atomic.LoadUint32(o.cons.closed) == 0 {
-				e.sleep(o.ctl.space, v, maxSleep, ctx.Done(), failed, lost)
-			}
-			atomic.StoreUint32(o.ctl.waiting, 0)
+			e.sleepForRoom(ctx, o, maxSleep, failed, lost, o.cons.wakeDrainer, func() bool {
+				return atomic.LoadUint64(o.ctl.head) >= need
+			})
 		}
 		if head = atomic.LoadUint64(o.ctl.head); head >= need {
 			return head, nil
 		}
 	}
+}
+
+// roomGone says why a producer of o can wait no longer: ctx's error,
+// the endpoint's failure (failed may be nil: never), the peer's loss or
+// its close; nil if it can.
+func roomGone(ctx context.Context, o *ringOut, failed, lost <-chan struct{}) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-failed:
+		return errRingFailed
+	case <-lost:
+		return errRingPeerLost
+	default:
+	}
+	if atomic.LoadUint32(o.cons.closed) != 0 {
+		return errRingPeerClosed
+	}
+	return nil
+}
+
+// sleepForRoom sleeps, for at most d, until the consumer of o frees room
+// (it wakes the ring's space word while the waiting word is set), unless
+// room reports some already; ask is called first, to ask the consumer's
+// drainer for room.
+func (e *shmEndpoint) sleepForRoom(ctx context.Context, o *ringOut, d time.Duration, failed, lost <-chan struct{}, ask func(), room func() bool) {
+	atomic.StoreUint32(o.ctl.waiting, waitRoom)
+	v := atomic.LoadUint32(o.ctl.space)
+	ask()
+	if !room() && atomic.LoadUint32(o.cons.closed) == 0 {
+		e.sleep(o.ctl.space, v, d, ctx.Done(), failed, lost)
+	}
+	atomic.StoreUint32(o.ctl.waiting, 0)
 }
 
 // waitCopied waits until the peer has copied a single-copy message out

@@ -249,19 +249,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 		}
 	}()
 	for {
-		var why error
-		select {
-		case <-ctx.Done():
-			why = ctx.Err()
-		case <-failed:
-			why = errRingFailed
-		case <-lost:
-			why = errRingPeerLost
-		default:
-			if atomic.LoadUint32(o.cons.closed) != 0 {
-				why = errRingPeerClosed
-			}
-		}
+		why := roomGone(ctx, o, failed, lost)
 		wrote := e.pump()
 		if s.busy.CompareAndSwap(false, true) {
 			if !s.ended && why != nil {
@@ -299,19 +287,16 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 		case phaseYield:
 			bo.yieldCPU()
 		case phaseSleep:
-			// As waitHead: the consumer wakes the space word when it
-			// frees room while waiting is set.
-			atomic.StoreUint32(o.ctl.waiting, waitRoom)
-			v := atomic.LoadUint32(o.ctl.space)
-			s.wakeDrainer(clock.Nanos())
-			if s.busy.CompareAndSwap(false, true) {
-				fits := s.ended || (s.locked && e.nextFits(s))
-				s.busy.Store(false)
-				if !fits && atomic.LoadUint32(o.cons.closed) == 0 {
-					e.sleep(o.ctl.space, v, max(s.patience, streamSleep), ctx.Done(), failed, lost)
-				}
-			}
-			atomic.StoreUint32(o.ctl.waiting, 0)
+			e.sleepForRoom(ctx, o, max(s.patience, streamSleep), failed, lost,
+				func() { s.wakeDrainer(clock.Nanos()) },
+				func() bool {
+					if !s.busy.CompareAndSwap(false, true) {
+						return true // being written: look again
+					}
+					fits := s.ended || (s.locked && e.nextFits(s))
+					s.busy.Store(false)
+					return fits
+				})
 		}
 	}
 }

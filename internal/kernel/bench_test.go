@@ -86,31 +86,22 @@ func BenchmarkReduceMisaligned(b *testing.B) {
 }
 
 // BenchmarkCopy is the builtin copy at the same sizes, for comparison.
-func BenchmarkCopy(b *testing.B) {
-	for _, s := range benchSizes {
-		b.Run(s.name, func(b *testing.B) {
-			dst, src := Alloc(s.bytes), Alloc(s.bytes)
-			b.SetBytes(int64(s.bytes))
-			b.ResetTimer()
-			for range b.N {
-				copy(dst, src)
-			}
-		})
-	}
-}
+func BenchmarkCopy(b *testing.B) { benchCopy(b, func(dst, src []byte) { copy(dst, src) }) }
 
 // BenchmarkCopyShared is CopyShared at the same sizes: against
 // BenchmarkCopy, what bypassing the cache saves (the read of each
 // destination line before it is written) and costs (the destination is
 // not left in the cache).
-func BenchmarkCopyShared(b *testing.B) {
+func BenchmarkCopyShared(b *testing.B) { benchCopy(b, CopyShared) }
+
+func benchCopy(b *testing.B, copyFn func(dst, src []byte)) {
 	for _, s := range benchSizes {
 		b.Run(s.name, func(b *testing.B) {
 			dst, src := Alloc(s.bytes), Alloc(s.bytes)
 			b.SetBytes(int64(s.bytes))
 			b.ResetTimer()
 			for range b.N {
-				CopyShared(dst, src)
+				copyFn(dst, src)
 			}
 		})
 	}
