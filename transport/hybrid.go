@@ -3,11 +3,11 @@ package transport
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/cpubind"
 )
 
 // TransportMode says how a Hybrid endpoint reaches its peers (core's, so
@@ -134,7 +134,7 @@ func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*H
 		ids[r] = string(v)
 	}
 	hostOf, local := groupHosts(ids, o.Rank)
-	if len(local) > runtime.NumCPU() {
+	if len(local) > cpubind.HostCPUs() {
 		// Ranks outnumber cores: a polling reader takes a core from a
 		// rank with work to do.
 		t.noReadSpin()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/clock"
+	"github.com/gocomm/comm/internal/cpubind"
 )
 
 // Shared-memory rings. The ranks of one host map one segment (a file in
@@ -201,13 +202,13 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 	}
 	if o.SingleCopyBytes == 0 {
 		o.SingleCopyBytes = -1
-		if nlocal > runtime.NumCPU() {
+		if nlocal > cpubind.HostCPUs() {
 			o.SingleCopyBytes = min(defaultSingleCopyBytes, o.RingBytes/2+1)
 		}
 	}
 	if o.SpinWait == 0 {
 		o.SpinWait = defaultSpinWait
-		if nlocal > runtime.NumCPU() {
+		if nlocal > cpubind.HostCPUs() {
 			// Ranks outnumber cores: the peer waited for is often not
 			// running, and spinning only delays it.
 			o.SpinWait = oversubscribedSpinWait

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -484,7 +485,7 @@ func TestSHMOptionsDefaults(t *testing.T) {
 		}
 	}
 	// Single copy: off while each rank has a CPU of its own.
-	cpus := runtime.NumCPU()
+	cpus := cpubind.HostCPUs()
 	if o, _ := (SHMOptions{}).withDefaults(cpus); o.SingleCopyBytes >= 0 {
 		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want off", cpus, cpus, o.SingleCopyBytes)
 	}

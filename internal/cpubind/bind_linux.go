@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"runtime"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,6 +22,48 @@ func Allowed() ([]int, error) {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
 	}
 	return members(&set), nil
+}
+
+// HostCPUs returns how many CPUs the ranks of this host share: those of
+// the process's cpuset cgroup (a container's), else those online, and
+// never fewer than the process may run on. A launcher that binds each
+// rank to CPUs of its own (mpirun binds 2 ranks to a core each, srun
+// --cpu-bind) narrows each process's affinity, which runtime.NumCPU
+// reports, not the host's: 2 ranks so bound on 2 CPUs do not outnumber
+// them.
+func HostCPUs() int {
+	n := runtime.NumCPU()
+	for _, f := range cpusetFiles() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if cpus, err := ParseList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
+			return max(n, len(cpus))
+		}
+	}
+	return n
+}
+
+// cpusetFiles lists where the process's CPUs may be read, best first: its
+// cgroup's effective cpuset (cgroup v2, then v1), then the CPUs online.
+func cpusetFiles() []string {
+	var files []string
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			switch {
+			case parts[0] == "0" && parts[1] == "":
+				files = append(files, path.Join("/sys/fs/cgroup", parts[2], "cpuset.cpus.effective"))
+			case strings.Contains(","+parts[1]+",", ",cpuset,"):
+				files = append(files, path.Join("/sys/fs/cgroup/cpuset", parts[2], "cpuset.effective_cpus"))
+			}
+		}
+	}
+	return append(files, "/sys/devices/system/cpu/online")
 }
 
 // cpuSet is the CPU set of cpus.

@@ -4,6 +4,9 @@ package cpubind
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"sync"
@@ -83,5 +86,48 @@ func TestApplyUnavailableCPU(t *testing.T) {
 	now, _ := Allowed()
 	if !slices.Equal(now, allowed) {
 		t.Errorf("a failed Apply changed the CPUs: %v, was %v", now, allowed)
+	}
+}
+
+// TestHostCPUsWhenBound: a process bound to one CPU at start (as mpirun
+// binds each of 2 ranks to a core) sees runtime.NumCPU() == 1, and
+// HostCPUs still counts the host's CPUs.
+func TestHostCPUsWhenBound(t *testing.T) {
+	if os.Getenv("CPUBIND_CHILD") == "1" {
+		fmt.Printf("numcpu=%d host=%d\n", runtime.NumCPU(), HostCPUs())
+		return
+	}
+	host := HostCPUs()
+	if host < runtime.NumCPU() {
+		t.Fatalf("HostCPUs() = %d, fewer than runtime.NumCPU() = %d", host, runtime.NumCPU())
+	}
+	allowed, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("this process may run on %d CPU: binding it to one changes nothing", len(allowed))
+	}
+	// The child inherits the affinity of the thread that starts it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := ApplyThread(allowed[:1]); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHostCPUsWhenBound$", "-test.v=false")
+	cmd.Env = append(os.Environ(), "CPUBIND_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if rerr := ApplyThread(allowed); rerr != nil {
+		t.Errorf("restoring CPUs %v: %v", allowed, rerr)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var numcpu, got int
+	if _, err := fmt.Sscanf(string(out), "numcpu=%d host=%d", &numcpu, &got); err != nil {
+		t.Fatalf("child said %q: %v", out, err)
+	}
+	if numcpu != 1 || got != host {
+		t.Fatalf("bound child: runtime.NumCPU() = %d, HostCPUs() = %d; want 1 and %d", numcpu, got, host)
 	}
 }

@@ -2,7 +2,13 @@
 
 package cpubind
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+)
+
+// HostCPUs returns runtime.NumCPU(): this platform's cpusets are not read.
+func HostCPUs() int { return runtime.NumCPU() }
 
 // Allowed returns nil: this platform does not say (auto binds nothing).
 func Allowed() ([]int, error) { return nil, nil }
