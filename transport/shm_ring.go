@@ -321,22 +321,13 @@ func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, b
 		if atomic.LoadUint64(o.ctl.head) >= need {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-failed:
-			return errRingFailed
-		case <-lost:
-			return errRingPeerLost
-		default:
-		}
-		if atomic.LoadUint32(o.cons.closed) != 0 {
+		if err := roomGone(ctx, o, failed, lost); err != nil {
 			// The peer may have copied the message, freed the record and
 			// closed since head was loaded: the send succeeded then.
-			if atomic.LoadUint64(o.ctl.head) >= need {
+			if err == errRingPeerClosed && atomic.LoadUint64(o.ctl.head) >= need {
 				return nil
 			}
-			return errRingPeerClosed
+			return err
 		}
 		phase := bo.next()
 		if phase != phaseSpin && len(e.ins) > 0 && e.role.CompareAndSwap(0, 1) {
