@@ -278,12 +278,7 @@ func (e *Hybrid) CopiesStartable(peer, n int) bool {
 // StartSendCopy is transport.CopySender's: StartSend, but to a peer on
 // this host always through the ring.
 func (e *Hybrid) StartSendCopy(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
-	if e.shm != nil {
-		if finish, started := e.shm.startSend(ctx, peer, h, payload, false); started {
-			return finish
-		}
-	}
-	return sendDone(e.SendCopy(ctx, peer, h, payload))
+	return e.startSend(ctx, peer, h, payload, false)
 }
 
 // send is Send, with single copy allowed to a peer on this host or not.
@@ -313,12 +308,18 @@ func (e *Hybrid) SendsStartable(peer, n int) bool {
 // published, a large one through a ring written as far as it fits, and
 // finish ends them; any other send runs at once.
 func (e *Hybrid) StartSend(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error) {
+	return e.startSend(ctx, peer, h, payload, true)
+}
+
+// startSend is StartSend, with single copy allowed to a peer on this host
+// or not.
+func (e *Hybrid) startSend(ctx context.Context, peer int, h Header, payload []byte, single bool) (finish func(context.Context) error) {
 	if e.shm != nil {
-		if finish, started := e.shm.startSend(ctx, peer, h, payload, true); started {
+		if finish, started := e.shm.startSend(ctx, peer, h, payload, single); started {
 			return finish
 		}
 	}
-	return sendDone(e.Send(ctx, peer, h, payload))
+	return sendDone(e.send(ctx, peer, h, payload, single))
 }
 
 // Recv receives the next matching message into buf; see Endpoint.Recv.

@@ -203,6 +203,13 @@ func (e *shmEndpoint) sendsStartable(peer, n int) bool {
 	return o != nil && (e.sendsSingle(o, n) || e.streamable(peer, n))
 }
 
+// streamable reports whether a send of n bytes to peer (on this host)
+// would go as a stream: it does not fit in half the ring, the largest
+// send that completes at once (sendsBuffered).
+func (e *shmEndpoint) streamable(peer, n int) bool {
+	return e.shares(peer) && n > e.opts.RingBytes/2
+}
+
 // sendsSingle reports whether a send of n bytes through o goes by single
 // copy.
 func (e *shmEndpoint) sendsSingle(o *ringOut, n int) bool {
@@ -233,17 +240,19 @@ func (e *shmEndpoint) outTo(peer int) *ringOut {
 }
 
 // startSend starts a send (see Hybrid.StartSend), by single copy (if
-// single allows it) or as a stream through the ring, and returns its finish, or reports false,
-// having done nothing, when it cannot start the send (it is small, the
-// ring is busy with another message, the segment is gone): the caller
-// sends it at once instead.
+// single allows it) or as a stream through the ring, and returns its
+// finish, or reports false, having done nothing, when the send is too
+// small to start (or the segment is gone): the caller sends it at once
+// instead.
 func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload []byte, single bool) (finish func(context.Context) error, started bool) {
 	e.mapMu.RLock()
 	defer e.mapMu.RUnlock()
-	if e.unmapped {
+	o := e.outTo(peer)
+	if e.unmapped || o == nil {
 		return nil, false
 	}
-	if single && !e.sendsStartable(peer, len(payload)) || !single && !e.streamable(peer, len(payload)) {
+	byCopy := single && e.sendsSingle(o, len(payload))
+	if !byCopy && !e.streamable(peer, len(payload)) {
 		return nil, false
 	}
 	if err := e.sendChecks(ctx, peer, payload); err != nil {
@@ -252,8 +261,7 @@ func (e *shmEndpoint) startSend(ctx context.Context, peer int, h Header, payload
 	// The send outlives this hold on mapMu (the caller receives
 	// meanwhile, which takes it again): it keeps the mapping instead.
 	e.mapRefs.Add(1)
-	o := e.out[peer]
-	if !single || !e.sendsSingle(o, len(payload)) || e.streams.on(o) {
+	if !byCopy || e.streams.on(o) {
 		// A single-copy send would wait for the ring's lock, which a
 		// stream holds until this goroutine writes the stream's rest.
 		return e.startStream(o, &h, payload, streamPatience), true

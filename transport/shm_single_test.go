@@ -204,6 +204,35 @@ func TestCanReadPeer(t *testing.T) {
 	}
 }
 
+// startFunc is StartSend or StartSendCopy of an endpoint.
+type startFunc func(ctx context.Context, peer int, h Header, payload []byte) (finish func(context.Context) error)
+
+// exchangeStarted has ranks 0 and 1 of ws each start a send of n bytes
+// (payload seed+rank) to the other with start, run started (if not nil),
+// receive the other's, then finish; and fails t unless both arrive whole.
+func exchangeStarted(t *testing.T, ws []*Hybrid, h Header, n int, seed uint64, start func(*Hybrid) startFunc, started func(r int) error) {
+	t.Helper()
+	ctx := tctx(t)
+	bufs := [2][]byte{make([]byte, n), make([]byte, n)}
+	bothRanks(t, func(r int) error {
+		finish := start(ws[r])(ctx, 1-r, h, payload(seed+uint64(r), n))
+		var err error
+		if started != nil {
+			err = started(r)
+		}
+		if _, rerr := ws[r].Recv(ctx, 1-r, h, bufs[r]); err == nil {
+			err = rerr
+		}
+		if ferr := finish(ctx); err == nil {
+			err = ferr
+		}
+		return err
+	})
+	if !bytes.Equal(bufs[0], payload(seed+1, n)) || !bytes.Equal(bufs[1], payload(seed, n)) {
+		t.Fatal("messages corrupted")
+	}
+}
+
 // bothRanks runs f for ranks 0 and 1 at once and fails t if either fails.
 func bothRanks(t *testing.T, f func(r int) error) {
 	t.Helper()
@@ -232,18 +261,7 @@ func TestSHMStartSend(t *testing.T) {
 	if !ws[0].SendsStartable(1, n) || ws[0].SendsStartable(1, 100) || ws[0].SendsStartable(0, n) || ws[0].SendsStartable(7, n) {
 		t.Fatal("SendsStartable: want single-copy sizes to peers only")
 	}
-	bufs := [2][]byte{make([]byte, n), make([]byte, n)}
-	bothRanks(t, func(r int) error {
-		finish := ws[r].StartSend(ctx, 1-r, h, payload(uint64(20+r), n))
-		_, err := ws[r].Recv(ctx, 1-r, h, bufs[r])
-		if ferr := finish(ctx); err == nil {
-			err = ferr
-		}
-		return err
-	})
-	if !bytes.Equal(bufs[0], payload(21, n)) || !bytes.Equal(bufs[1], payload(20, n)) {
-		t.Fatal("messages corrupted")
-	}
+	exchangeStarted(t, ws, h, n, 20, func(e *Hybrid) startFunc { return e.StartSend }, nil)
 	if ws[0].shm.singleIn.Load() != 1 || ws[1].shm.singleIn.Load() != 1 {
 		t.Fatal("not copied out of the senders' memory")
 	}

@@ -28,7 +28,7 @@ type ringStream struct {
 	payload   []byte
 	busy      atomic.Bool
 	lastWrite atomic.Int64  // when a record was last written (clock.Nanos)
-	endedCh   chan struct{} // closed when ended is set
+	ended     chan struct{} // closed once every record is out, or the send failed with err
 	wake      chan struct{} // capacity 1: the poller role was let go
 	// patience is how long s waits for room before it asks the peer's
 	// drainer to make some (see wakeDrainer).
@@ -38,7 +38,6 @@ type ringStream struct {
 	done      int  // bytes written
 	published int  // records published
 	locked    bool // s holds o.lock
-	ended     bool // every record is out, or the send failed with err
 	err       error
 }
 
@@ -83,13 +82,6 @@ func (ss *streams) first(s *ringStream) bool {
 	return false
 }
 
-// streamable reports whether a send of n bytes to peer (on this host)
-// would go as a stream: it does not fit in half the ring, the largest
-// send that completes at once (sendsBuffered).
-func (e *shmEndpoint) streamable(peer, n int) bool {
-	return e.shares(peer) && n > e.opts.RingBytes/2
-}
-
 // on reports whether a stream through o is unfinished.
 func (ss *streams) on(o *ringOut) bool {
 	if ss.n.Load() == 0 {
@@ -111,14 +103,13 @@ func (ss *streams) on(o *ringOut) bool {
 // waits for the rest. The caller holds mapMu shared and has taken a
 // reference on the mapping for finish to drop.
 func (e *shmEndpoint) startStream(o *ringOut, h *Header, payload []byte, patience time.Duration) (finish func(context.Context) error) {
-	s := &ringStream{o: o, h: *h, payload: payload, endedCh: make(chan struct{}), wake: make(chan struct{}, 1), patience: patience}
+	s := &ringStream{o: o, h: *h, payload: payload, ended: make(chan struct{}), wake: make(chan struct{}, 1), patience: patience}
 	s.lastWrite.Store(clock.Nanos())
 	s.busy.Store(true)
 	e.streams.add(s)
 	e.writeSome(s)
-	ended := s.ended
 	s.busy.Store(false)
-	if ended {
+	if isClosed(s.ended) {
 		e.unrefMap()
 		return sendDone(nil)
 	}
@@ -129,7 +120,7 @@ func (e *shmEndpoint) startStream(o *ringOut, h *Header, payload []byte, patienc
 // they are all out, and reports whether it wrote any. The caller holds
 // s.busy.
 func (e *shmEndpoint) writeSome(s *ringStream) bool {
-	if s.ended {
+	if isClosed(s.ended) {
 		return false
 	}
 	if !s.locked {
@@ -163,8 +154,8 @@ func (e *shmEndpoint) writeSome(s *ringStream) bool {
 // endStream ends s with err (nil: every record is out) and lets its ring
 // go. The caller holds s.busy.
 func (e *shmEndpoint) endStream(s *ringStream, err error) {
-	s.ended, s.err = true, err
-	close(s.endedCh)
+	s.err = err
+	close(s.ended)
 	e.streams.remove(s)
 	if s.locked {
 		s.locked = false
@@ -252,10 +243,10 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 		why := roomGone(ctx, o, failed, lost)
 		wrote := e.pump()
 		if s.busy.CompareAndSwap(false, true) {
-			if !s.ended && why != nil {
+			if !isClosed(s.ended) && why != nil {
 				e.endStream(s, why)
 			}
-			ended, published, err := s.ended, s.published, s.err
+			ended, published, err := isClosed(s.ended), s.published, s.err
 			s.busy.Store(false)
 			if ended {
 				return e.sendResult(o.peer, published, err)
@@ -274,7 +265,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 				timer.Reset(streamSleep)
 			}
 			select {
-			case <-s.endedCh:
+			case <-s.ended:
 			case <-s.wake:
 			case <-timer.C:
 			case <-ctx.Done():
@@ -293,7 +284,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 					if !s.busy.CompareAndSwap(false, true) {
 						return true // being written: look again
 					}
-					fits := s.ended || (s.locked && e.nextFits(s))
+					fits := isClosed(s.ended) || (s.locked && e.nextFits(s))
 					s.busy.Store(false)
 					return fits
 				})
@@ -301,14 +292,10 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 	}
 }
 
-// nextFits reports whether the next record of s (with the lap's padding
-// before it, if it needs one) fits in its ring now. The caller holds
-// s.busy and s holds the ring's lock.
+// nextFits reports whether the next record of s fits in its ring now
+// (tryReserve: the lap's padding before it, if it needs one, is written
+// already). The caller holds s.busy and s holds the ring's lock.
 func (e *shmEndpoint) nextFits(s *ringStream) bool {
-	o := s.o
-	span := recordSpan(min(e.chunk, len(s.payload)-s.done))
-	if off := int(o.tail % uint64(len(o.d))); off+span > len(o.d) {
-		span += len(o.d) - off
-	}
-	return o.room(span)
+	_, ok := tryReserve(s.o, recordSpan(min(e.chunk, len(s.payload)-s.done)))
+	return ok
 }
