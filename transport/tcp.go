@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -647,6 +648,15 @@ func (t *TCP) readFrames(c *tcpConn) error {
 			}
 			if err := t.readMessage(c, &fh, hb[:]); err != nil {
 				return err
+			}
+			if pollingReads && c.br.Buffered() == 0 {
+				// The receive this message completed (if any) waits
+				// for a P, most often this one: let it run now rather
+				// than after the next read of an empty socket (a
+				// system call, over a microsecond on a VM, on every
+				// small operation's path). 8-byte all-reduce over TCP,
+				// 2 ranks: 16.7 -> 14.8 us; ping-pong 13.6 -> 9.9.
+				runtime.Gosched()
 			}
 		case frameAbort:
 			reason := make([]byte, fh.fragLen)
