@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -280,22 +279,6 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	if r == nil {
 		return from, n, err
 	}
-	// Whoever delivers the message (a TCP reader, which yields right
-	// after, or a sender in this process) usually does so as soon as it
-	// gets this P: give it the P and look, a few times, before asking
-	// ctx for its Done channel, which for an operation's context costs a
-	// channel and a timer, and keeps the context from being recycled.
-	for range recvPeeks {
-		runtime.Gosched()
-		select {
-		case <-r.done:
-			return r.from, r.n, r.err
-		default:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
 	select {
 	case <-r.done:
 		return r.from, r.n, r.err
@@ -308,10 +291,6 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	from, err = r.result(ctx)
 	return from, r.n, err
 }
-
-// recvPeeks is how many turns of the scheduler a receive gives before it
-// waits on its context's Done channel.
-const recvPeeks = 2
 
 // startRecvMode is the first half of recv: it returns r == nil with the
 // result when a queued message (or an error) settles the receive at once,
