@@ -200,17 +200,19 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 	if o.ChunkBytes < 1 || o.ChunkBytes > o.RingBytes/4 {
 		return o, fmt.Errorf("comm: transport: SHMOptions.ChunkBytes %d not in [1, RingBytes/4 = %d]", o.ChunkBytes, o.RingBytes/4)
 	}
+	// Ranks outnumber the host's cores: the peer waited for is often not
+	// running.
+	crowded := nlocal > cpubind.HostCPUs()
 	if o.SingleCopyBytes == 0 {
 		o.SingleCopyBytes = -1
-		if nlocal > cpubind.HostCPUs() {
+		if crowded {
 			o.SingleCopyBytes = min(defaultSingleCopyBytes, o.RingBytes/2+1)
 		}
 	}
 	if o.SpinWait == 0 {
 		o.SpinWait = defaultSpinWait
-		if nlocal > cpubind.HostCPUs() {
-			// Ranks outnumber cores: the peer waited for is often not
-			// running, and spinning only delays it.
+		if crowded {
+			// Spinning only delays the peer.
 			o.SpinWait = oversubscribedSpinWait
 		}
 	}

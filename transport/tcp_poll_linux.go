@@ -22,8 +22,10 @@ const pollingReads = true
 // at each attempt, so that it can change) before it parks in the network
 // poller, whose wake-up (an idle CPU woken by the kernel) costs tens of
 // microseconds on a VM. After its first empty read it yields its P once,
-// so that a receive it just completed runs at once instead of waiting for
-// another thread to be woken; later attempts do not (only every 64th, with
+// so that a receive it completed runs at once instead of waiting for
+// another thread to be woken (readFrames yields already, without this
+// read, after a message when nothing more is buffered; this yield serves
+// the receives completed from buffered frames); later attempts do not (only every 64th, with
 // a single P): each runtime.Gosched wakes an idle thread to look for
 // work, which on a machine with as many ranks as cores competes with the
 // peer whose message is awaited.
