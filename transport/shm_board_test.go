@@ -47,7 +47,7 @@ func TestBoardExchange(t *testing.T) {
 							from = op % n
 						}
 						next := 0
-						err := b.Exchange(tctx(t), uint64(op+1), boardTestSig(length), mine, from, func(q int, p []byte) {
+						err := b.Exchange(tctx(t), uint64(op+1), boardTestSig(length), mine, len(mine), from, func(q int, p []byte) {
 							if from < 0 && q != next {
 								errs <- fmt.Errorf("rank %d op %d: read rank %d, want %d (rank order)", r, op, q, next)
 							}
@@ -88,9 +88,9 @@ func testBoardMismatchSig(t *testing.T) {
 	ctx := tctx(t)
 	res := make(chan error, 1)
 	go func() {
-		res <- ws[1].Board().Exchange(ctx, 1, boardTestSig(2), make([]byte, 16), -1, func(int, []byte) {})
+		res <- ws[1].Board().Exchange(ctx, 1, boardTestSig(2), make([]byte, 16), 16, -1, func(int, []byte) {})
 	}()
-	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 	var me *MismatchError
 	if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != 2 || me.Local.Count != 1 {
 		t.Fatalf("rank 0: %v, want a mismatch with rank 1's count 2", err)
@@ -108,7 +108,7 @@ func testBoardMismatchOutside(t *testing.T) {
 		ws[1].Board().Enter(1, Signature{Kind: core.KindAllReduce, DType: core.Int64, Op: core.Sum, Algo: 1, Count: 4096})
 	}()
 	start := time.Now()
-	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 	if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != 4096 {
 		t.Fatalf("rank 0 beside a rank outside the board: %v, want a mismatch naming rank 1's count 4096", err)
 	}
@@ -130,8 +130,8 @@ func testBoardWaitCtx(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	// Rank 1 takes part, rank 2 never does.
-	go ws[1].Board().Exchange(tctx(t), 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
-	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+	go ws[1].Board().Exchange(tctx(t), 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
+	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 	var pe *PeerError
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 2 {
 		t.Fatalf("got %v, want the deadline, waiting for rank 2", err)
@@ -142,7 +142,7 @@ func testBoardWaitAbort(t *testing.T) {
 	ws := shmWorld(t, 2)
 	done := make(chan error, 1)
 	go func() {
-		done <- ws[0].Board().Exchange(tctx(t), 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+		done <- ws[0].Board().Exchange(tctx(t), 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 	}()
 	time.Sleep(50 * time.Millisecond) // into the wait's sleep
 	cause := errors.New("test abort")
@@ -198,7 +198,7 @@ func BenchmarkBoardExchange(b *testing.B) {
 			mine, sum := make([]byte, 8), uint64(0)
 			for i := range b.N {
 				binary.LittleEndian.PutUint64(mine, uint64(r+i))
-				err := brd.Exchange(ctx, uint64(i+1), boardTestSig(1), mine, -1, func(_ int, p []byte) {
+				err := brd.Exchange(ctx, uint64(i+1), boardTestSig(1), mine, len(mine), -1, func(_ int, p []byte) {
 					sum += binary.LittleEndian.Uint64(p)
 				})
 				if err != nil {

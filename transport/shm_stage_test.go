@@ -62,7 +62,7 @@ func TestStageAllReduce(t *testing.T) {
 					for op := range ops {
 						seq := uint64(2*op + 1)
 						// A board exchange between stage operations.
-						if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {}); err != nil {
+						if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {}); err != nil {
 							errs <- fmt.Errorf("rank %d op %d (board): %v", r, op, err)
 							return
 						}
@@ -147,7 +147,7 @@ func TestStageMismatch(t *testing.T) {
 			return b.AllReduce(ctx, 1, boardTestSig(big/2), make([]byte, big/2), make([]byte, big/2), 8, sumWords(0, 0))
 		}, uint64(big / 2)},
 		{"board", func(ctx context.Context, b *Board) error {
-			return b.Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), -1, func(int, []byte) {})
+			return b.Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 		}, 1},
 		{"elsewhere", func(ctx context.Context, b *Board) error {
 			b.Enter(1, boardTestSig(7))

@@ -106,7 +106,7 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 	switch req.Kind {
 	case backend.KindAllReduce:
 		dst := req.Recv
-		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, -1, func(r int, p []byte) {
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, len(req.Send), -1, func(r int, p []byte) {
 			if r == 0 {
 				copy(dst, p)
 			} else if rerr == nil {
@@ -124,7 +124,7 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 			from = -1
 		}
 		dst := req.Recv
-		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, from, func(r int, p []byte) {
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, len(req.Send), from, func(r int, p []byte) {
 			switch {
 			case c.rank != req.Root:
 			case r == 0:
@@ -141,18 +141,18 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 		if c.rank == req.Root {
 			mine = req.Recv
 		}
-		err = c.board.Exchange(ctx, req.Seq, sig, mine, req.Root, func(r int, p []byte) {
+		err = c.board.Exchange(ctx, req.Seq, sig, mine, len(req.Recv), req.Root, func(r int, p []byte) {
 			if r != c.rank {
 				copy(req.Recv, p)
 			}
 		})
 	case backend.KindAllGather:
 		n := len(req.Send)
-		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, -1, func(r int, p []byte) {
+		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, n, -1, func(r int, p []byte) {
 			copy(req.Recv[r*n:(r+1)*n], p)
 		})
 	case backend.KindBarrier:
-		err = c.board.Exchange(ctx, req.Seq, sig, nil, -1, func(int, []byte) {})
+		err = c.board.Exchange(ctx, req.Seq, sig, nil, 0, -1, func(int, []byte) {})
 	}
 	if err == nil {
 		err = rerr
