@@ -72,7 +72,7 @@ import (
 // at set-up.
 const (
 	shmMagic      = 0x4d48534d4f434f47 // "GOCOMSHM"
-	shmVersion    = 4
+	shmVersion    = 5
 	cacheLine     = 64
 	shmPage       = 4096
 	recHeader     = 64

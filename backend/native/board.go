@@ -26,20 +26,42 @@ import (
 // collective whose predecessor has not reached the backend yet (Start
 // forms on several goroutines) waits for it to start.
 
+// The largest contribution per rank that runs on the board, by kind
+// (transport.BoardBytes bounds them all); above, all-reduces run on the
+// stage and the others on schedules. Measured against those, binaries
+// alternating, 2 KiB-16 KiB, 2 ranks and 4 ranks on 2 CPUs
+// (docs/results/2026-11-27/board-sizes): the board's single
+// synchronisation wins wherever every rank reads every contribution
+// anyway (all-reduce to 8 KiB: 4 ranks 29-33 -> 19-24 us, 2 ranks alike
+// or better; all-gather to 16 KiB: 2 ranks 4-16 KiB 4.0-5.6 -> 1.5-3.2
+// us, 4 ranks 8-16 KiB 89 -> 17-19 us), and loses where one rank reads
+// them all (a 2-rank reduce from 4 KiB, 1.4-2.6 -> 1.9-3.6 us) or where
+// the schedules let the root run ahead (a 4-rank broadcast of 2-16 KiB,
+// 2.7-6.0 -> 11-12 us: the board's root waits, every second operation,
+// until every rank has read its slot).
+const (
+	boardAllReduceMax = 8 << 10
+	boardReduceMax    = 2 << 10
+	boardBroadcastMax = 1 << 10
+	boardAllGatherMax = transport.BoardBytes
+)
+
 // boardEligible reports whether req runs on the board: all-reduce,
-// reduce, broadcast, all-gather and barrier, up to transport.BoardBytes
-// of contribution per rank, no algorithm forced, no user-defined op.
+// reduce, broadcast, all-gather and barrier, up to their limits above,
+// no algorithm forced, no user-defined op.
 func boardEligible(c *Comm, req *backend.Request) bool {
 	if req.Algorithm != algo.Auto || req.User != nil || c.cfg.Algorithms.For(req.Kind) != algo.Auto {
 		return false
 	}
 	switch req.Kind {
-	case backend.KindAllReduce, backend.KindBroadcast:
-		return len(req.Recv) <= transport.BoardBytes
+	case backend.KindAllReduce:
+		return len(req.Recv) <= boardAllReduceMax
+	case backend.KindBroadcast:
+		return len(req.Recv) <= boardBroadcastMax
 	case backend.KindReduce:
-		return len(req.Send) <= transport.BoardBytes
+		return len(req.Send) <= boardReduceMax
 	case backend.KindAllGather:
-		return len(req.Send) <= transport.BoardBytes
+		return len(req.Send) <= boardAllGatherMax
 	case backend.KindBarrier:
 		return true
 	}
@@ -47,10 +69,10 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 }
 
 // stageEligible reports whether req runs on the board's stage
-// (transport.Board.AllReduce): an all-reduce above the board's size, no
+// (transport.Board.AllReduce): an all-reduce above the board's limit, no
 // algorithm forced, no user-defined op.
 func stageEligible(c *Comm, req *backend.Request) bool {
-	return req.Kind == backend.KindAllReduce && len(req.Recv) > transport.BoardBytes &&
+	return req.Kind == backend.KindAllReduce && len(req.Recv) > boardAllReduceMax &&
 		req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
 }
 

@@ -81,9 +81,10 @@ func f32s(v ...float32) []byte {
 // TestBoardCollectives: on a world on one host, small all-reduces
 // (every op, Avg too, in place or not), reduces to every root, broadcasts,
 // all-gathers and barriers run on the board, with the results of the
-// schedules; larger all-reduces run on its stage, exact too; forced
-// algorithms, other kinds above transport.BoardBytes and worlds over two
-// hosts use neither.
+// schedules, up to each kind's limit (the largest with the cache-bypassing
+// copy); larger all-reduces run on its stage, exact too; forced
+// algorithms, other kinds above their limits and worlds over two hosts
+// use neither.
 func TestBoardCollectives(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		ws := openWorld(t, n, 1, backend.Config{})
@@ -172,6 +173,68 @@ func TestBoardCollectives(t *testing.T) {
 			return &backend.Request{Kind: backend.KindAllGather, DType: backend.Float32, Send: f32s(float32(r), -1),
 				Recv: make([]byte, 8*n), Counts: evenCounts(n, 2), SigCount: 2}
 		})
+		// The largest contributions each kind puts on the board (written
+		// with the cache-bypassing copy), and one element more.
+		at := func(limit, r, i int) float32 { return float32(r*limit + i) }
+		lim := boardAllReduceMax / 4
+		run("all-reduce at the board's limit", algo.SharedBoard, func(r int, req *backend.Request) {
+			for i := range lim {
+				want := float32(0)
+				for q := range n {
+					want += at(lim, q, i)
+				}
+				if got := math.Float32frombits(binary.LittleEndian.Uint32(req.Recv[4*i:])); got != want {
+					t.Fatalf("%d ranks, all-reduce of %d: rank %d's element %d is %v, want %v", n, lim, r, i, got, want)
+				}
+			}
+		}, func(r int) *backend.Request {
+			send := make([]byte, 4*lim)
+			for i := range lim {
+				binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(at(lim, r, i)))
+			}
+			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: send, Recv: make([]byte, len(send)), SigCount: lim}
+		})
+		gl := boardAllGatherMax / 4
+		run("all-gather at the board's limit", algo.SharedBoard, func(r int, req *backend.Request) {
+			for q := range n {
+				for i := range gl {
+					if got := math.Float32frombits(binary.LittleEndian.Uint32(req.Recv[4*(q*gl+i):])); got != at(gl, q, i) {
+						t.Fatalf("%d ranks, all-gather of %d: rank %d's element %d of rank %d is %v, want %v", n, gl, r, i, q, got, at(gl, q, i))
+					}
+				}
+			}
+		}, func(r int) *backend.Request {
+			send := make([]byte, 4*gl)
+			for i := range gl {
+				binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(at(gl, r, i)))
+			}
+			return &backend.Request{Kind: backend.KindAllGather, DType: backend.Float32, Send: send, Recv: make([]byte, 4*gl*n), Counts: evenCounts(n, gl), SigCount: gl}
+		})
+		for _, c := range []struct {
+			count int
+			want  algo.Algorithm
+		}{{boardReduceMax / 4, algo.SharedBoard}, {boardReduceMax/4 + 1, algo.Tree}} {
+			run(fmt.Sprintf("reduce of %d", c.count), c.want, func(r int, req *backend.Request) {
+				if r != 0 {
+					return
+				}
+				for i := range c.count {
+					if got := math.Float32frombits(binary.LittleEndian.Uint32(req.Recv[4*i:])); got != float32(n*i) {
+						t.Fatalf("%d ranks, reduce of %d: root's element %d is %v, want %v", n, c.count, i, got, n*i)
+					}
+				}
+			}, func(r int) *backend.Request {
+				send := make([]byte, 4*c.count)
+				for i := range c.count {
+					binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(float32(i)))
+				}
+				var recv []byte
+				if r == 0 {
+					recv = make([]byte, len(send))
+				}
+				return &backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Op: backend.Sum, Send: send, Recv: recv, SigCount: c.count}
+			})
+		}
 		run("barrier", algo.SharedBoard, func(int, *backend.Request) {}, func(int) *backend.Request {
 			return &backend.Request{Kind: backend.KindBarrier}
 		})
@@ -181,7 +244,7 @@ func TestBoardCollectives(t *testing.T) {
 		})
 		// Above the board: all-reduces on its stage (sizes around its
 		// all-read size and its chunk), the other kinds on schedules.
-		for _, count := range []int{transport.BoardBytes/4 + 1, 3000, transport.StageChunk/4*2 + 5} {
+		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, transport.StageChunk/4*2 + 5} {
 			for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
 				for _, inPlace := range []bool{false, true} {
 					run(fmt.Sprintf("all-reduce %v of %d in place %v", op, count, inPlace), algo.SharedStage, func(r int, req *backend.Request) {
@@ -209,11 +272,12 @@ func TestBoardCollectives(t *testing.T) {
 				}
 			}
 		}
-		big := transport.BoardBytes/4 + 1
+		big := boardAllReduceMax/4 + 1
 		run("all-reduce above the board, forced ring", algo.Ring, func(int, *backend.Request) {}, func(r int) *backend.Request {
 			b := make([]byte, 4*big)
 			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: big, Algorithm: algo.Ring}
 		})
+		big = boardBroadcastMax/4 + 1
 		run("broadcast above the board", algo.Tree, func(int, *backend.Request) {}, func(r int) *backend.Request {
 			return &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: make([]byte, 4*big), SigCount: big}
 		})

@@ -5,13 +5,12 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
 )
 
 // Sizes at which the engine changes what it does, for the tests of package
 // native_test (which may import the conformance suite): the cost model's
 // (algo.Thresholds) and the engine's own.
-var EngineThresholds = append(slices.Clone(algo.Thresholds), lazyMinBytes, inlineSendBytes, crowdedTreeBytes, crowdedLinearBytes, transport.BoardBytes)
+var EngineThresholds = append(slices.Clone(algo.Thresholds), lazyMinBytes, inlineSendBytes, crowdedTreeBytes, crowdedLinearBytes, boardAllReduceMax, boardReduceMax, boardBroadcastMax, boardAllGatherMax)
 
 // FlatChoice is the cost model's choice for req on rank of a communicator of
 // size ranks.
