@@ -26,8 +26,8 @@ import (
 //	4096       consumer blocks, one per local rank (256 bytes each):
 //	             +0   sleepers  uint32  the rank's poller is (about to be) asleep
 //	             +4   wake      uint32  futex the poller sleeps on; producers bump it
-//	             +64  bgAsleep  uint32  the rank's drainer is asleep
-//	             +68  drain     uint32  futex the drainer sleeps on
+//	             +64  (unused)
+//	             +68  drain     uint32  bumped to ask the rank's drainer to drain
 //	             +128 closed    uint32  the rank closed its endpoint
 //	             +192 pid       uint64  the rank's process id
 //	             +200 probe     uint64  address of a word in the rank's memory
@@ -115,6 +115,10 @@ const (
 	// maxSleep bounds one futex sleep, a safety net: every event that
 	// matters wakes a sleeper explicitly.
 	maxSleep = time.Second
+	// drainPollMin and drainPollMax bound the period of the drainer's
+	// looks at its drain word (drainLoop).
+	drainPollMin = 500 * time.Microsecond
+	drainPollMax = 10 * time.Millisecond
 	// singlePatience is how long a single-copy send waits for its
 	// receiver to come and copy the message into the receive's buffer
 	// before it asks the receiver's drainer to copy it into a buffer of
@@ -315,17 +319,16 @@ func checkSegmentHeader(mem []byte, l shmLayout, ranks []int) error {
 
 // consumerWords are the words of one rank's consumer block.
 type consumerWords struct {
-	sleepers, wake  *uint32
-	bgAsleep, drain *uint32
-	closed          *uint32
-	pid, probe      *uint64
+	sleepers, wake *uint32
+	drain          *uint32
+	closed         *uint32
+	pid, probe     *uint64
 }
 
 func consumerAt(mem []byte, off int) consumerWords {
 	return consumerWords{
 		sleepers: word32(mem, off),
 		wake:     word32(mem, off+4),
-		bgAsleep: word32(mem, off+cacheLine),
 		drain:    word32(mem, off+cacheLine+4),
 		closed:   word32(mem, off+2*cacheLine),
 		pid:      word64(mem, off+3*cacheLine),
@@ -341,13 +344,10 @@ func (c consumerWords) wakePoller() {
 	}
 }
 
-// wakeDrainer asks the rank's drainer to empty its rings, waking it if
-// it sleeps.
+// wakeDrainer asks the rank's drainer to empty its rings; it sees the
+// request at its next look (drainLoop).
 func (c consumerWords) wakeDrainer() {
 	atomic.AddUint32(c.drain, 1)
-	if atomic.LoadUint32(c.bgAsleep) != 0 {
-		futexWake(c.drain)
-	}
 }
 
 // ringWords are the control words of one ring.

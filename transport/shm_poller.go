@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync/atomic"
+	"time"
 )
 
 // Receiving from peers on this host. A receive makes progress on its own
@@ -268,31 +269,44 @@ func (e *shmEndpoint) passRole() {
 	}
 }
 
-// drainLoop is the endpoint's drainer: it sleeps until a peer waiting for
-// room in a ring asks for it, then, unless a receive already polls, drains
-// the rings as the poller until they are empty or a receive wants the
-// role. It sleeps on the drain word while the word still holds the value
-// it read before its last session, so a request made since is never
-// missed.
+// drainLoop is the endpoint's drainer: it looks at the drain word on a
+// timer, and when a peer waiting for room in a ring has bumped it since
+// its last look, it drains the rings as the poller (unless a receive
+// already polls) until they are empty or a receive wants the role. The
+// looks come every drainPollMin while requests come, backing off to
+// drainPollMax.
+//
+// It does not sleep in a futex wait for the peers to wake, as it did: a
+// goroutine blocked in a system call keeps its P, and a rank runs on one
+// P, so the rank's own goroutine waited until the runtime's monitor took
+// the P back, up to a monitor tick, and every such take sent the monitor
+// back to polling every 20 us for ~10-20 ms, each poll a thread wake on
+// the rank's CPU that stalled both ranks (perf uprobes on
+// runtime.handoffp: the drainer's first futex wait after Init's settle,
+// then the monitor's take, then a 2-rank 8-byte all-reduce whose 99th
+// percentile iteration took 53 us instead of 0.9). A timer parks the
+// goroutine without a system call. A peer's request waits for the next
+// look, at most drainPollMax; a drainer woken by a futex waited as long
+// for a rank busy in Go code, whose P it needed.
 func (e *shmEndpoint) drainLoop() {
 	defer e.wg.Done()
 	seen := atomic.LoadUint32(e.me.drain)
+	wait := drainPollMin
+	t := time.NewTimer(wait)
+	defer t.Stop()
 	for {
-		atomic.StoreUint32(e.me.bgAsleep, 1)
-		// One futex wait, not sleepOn's growing slices: close bumps the
-		// word and wakes it. Every slice would re-enter the system call,
-		// and the runtime's monitor answers each blocked call by handing
-		// this thread's P on and waking a thread to run it (then polling
-		// every 20 us for a while): threads that take a core from a
-		// spinning rank.
-		if atomic.LoadUint32(e.me.drain) == seen && !isClosed(e.drainStop) {
-			futexWait(e.me.drain, seen, maxSleep)
-		}
-		atomic.StoreUint32(e.me.bgAsleep, 0)
-		if isClosed(e.drainStop) {
+		select {
+		case <-e.drainStop:
 			return
+		case <-t.C:
 		}
-		seen = atomic.LoadUint32(e.me.drain)
+		now := atomic.LoadUint32(e.me.drain)
+		if now == seen {
+			wait = min(2*wait, drainPollMax)
+			t.Reset(wait)
+			continue
+		}
+		seen, wait = now, drainPollMin
 		// A busy role needs no help: its holder drains, and asks again
 		// when it lets go while a producer still waits (afterRole).
 		if e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
@@ -303,6 +317,7 @@ func (e *shmEndpoint) drainLoop() {
 				e.passRole()
 			}
 		}
+		t.Reset(wait)
 	}
 }
 

@@ -498,3 +498,32 @@ func TestSHMOptionsDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainerIdlesWithoutSystemCall: an idle drainer is parked in the Go
+// scheduler, not blocked in a system call. A goroutine blocked in a
+// system call keeps its P: a rank runs on one, so its own goroutine
+// waited for the runtime's monitor to take the P back, and each take sent
+// the monitor back to polling every 20 us, stalling the rank (drainLoop).
+func TestDrainerIdlesWithoutSystemCall(t *testing.T) {
+	ws := shmWorld(t, 2)
+	// Ask both drainers to look, and let them go back to waiting.
+	for _, w := range ws {
+		w.shm.me.wakeDrainer()
+	}
+	time.Sleep(50 * time.Millisecond)
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	found := 0
+	for _, g := range strings.Split(stacks, "\n\n") {
+		if !strings.Contains(g, ".drainLoop(") {
+			continue
+		}
+		found++
+		if head, _, _ := strings.Cut(g, "\n"); strings.Contains(head, "[syscall") {
+			t.Errorf("an idle drainer is in a system call:\n%s", g)
+		}
+	}
+	if found != len(ws) {
+		t.Fatalf("found %d drainer goroutines, want %d:\n%s", found, len(ws), stacks)
+	}
+}
