@@ -269,12 +269,11 @@ func (e *shmEndpoint) passRole() {
 	}
 }
 
-// drainLoop is the endpoint's drainer: it looks at the drain word on a
-// timer, and when a peer waiting for room in a ring has bumped it since
-// its last look, it drains the rings as the poller (unless a receive
-// already polls) until they are empty or a receive wants the role. The
-// looks come every drainPollMin while requests come, backing off to
-// drainPollMax.
+// drainLoop is the endpoint's drainer: on a timer, unless a receive
+// already polls, it drains the rings as the poller until they are empty
+// or a receive wants the role. It looks every drainPollMin after a peer
+// waiting for room in a ring has asked (bumped the drain word), backing
+// off to drainPollMax while none asks.
 //
 // It does not sleep in a futex wait for the peers to wake, as it did: a
 // goroutine blocked in a system call keeps its P, and a rank runs on one
@@ -300,15 +299,16 @@ func (e *shmEndpoint) drainLoop() {
 			return
 		case <-t.C:
 		}
-		now := atomic.LoadUint32(e.me.drain)
-		if now == seen {
+		if now := atomic.LoadUint32(e.me.drain); now != seen {
+			seen, wait = now, drainPollMin
+		} else {
 			wait = min(2*wait, drainPollMax)
-			t.Reset(wait)
-			continue
 		}
-		seen, wait = now, drainPollMin
-		// A busy role needs no help: its holder drains, and asks again
-		// when it lets go while a producer still waits (afterRole).
+		// Every look drains, asked or not: a record nobody asked about
+		// (a closing peer's goodbye, while this rank waits on the board)
+		// is taken in within drainPollMax. A busy role needs no help: its
+		// holder drains, and asks again when it lets go while a producer
+		// still waits (afterRole).
 		if e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
 			e.singleLazy = false
 			e.drainAll()
