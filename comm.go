@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocomm/comm/algo"
@@ -144,9 +145,9 @@ type Comm struct {
 	// (shrink.go); on the world only.
 	shrink shrinkState
 
-	mu     sync.Mutex // protects seq, closed and ownStore
-	seq    uint64
-	closed bool
+	mu     sync.Mutex // protects ownStore
+	seq    atomic.Uint64
+	closed atomic.Bool
 }
 
 // Init joins the world described by opts and the environment.
@@ -377,13 +378,9 @@ func (c *Comm) Close() error {
 	if err := c.made("Close"); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if c.closed.Swap(true) {
 		return nil
 	}
-	c.closed = true
-	c.mu.Unlock()
 	if c.be == nil {
 		return nil
 	}
@@ -424,26 +421,15 @@ func (c *Comm) Abort(err error) {
 
 // closedNow reports whether c or its world has been closed.
 func (c *Comm) closedNow() bool {
-	for _, x := range [2]*Comm{c, c.root()} {
-		x.mu.Lock()
-		closed := x.closed
-		x.mu.Unlock()
-		if closed {
-			return true
-		}
-	}
-	return false
+	return c.closed.Load() || c.root().closed.Load()
 }
 
 // nextSeq reserves the sequence number of the next collective.
 func (c *Comm) nextSeq() (uint64, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return 0, ErrClosed
 	}
-	c.seq++
-	return c.seq, nil
+	return c.seq.Add(1), nil
 }
 
 // algorithmOf is a helper for option parsing.

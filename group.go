@@ -91,9 +91,7 @@ func (c *Comm) Split(ctx context.Context, color, key int) (*Comm, error) {
 
 // peekSeq is the sequence number the next collective will get.
 func (c *Comm) peekSeq() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.seq + 1
+	return c.seq.Load() + 1
 }
 
 func (c *Comm) makeGroup(ctx context.Context, ranks []int, id uint64) (*Comm, error) {

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,10 @@ import (
 type opContext struct {
 	parent  context.Context
 	timeout time.Duration
+	// armed is set by the first Done (which AfterFunc calls too), before
+	// it makes the channel, the timer or the parent's watch: until then
+	// only the operation's own goroutines use o, and release needs no lock.
+	armed atomic.Bool
 
 	mu       sync.Mutex // protects following
 	deadline time.Time  // zero until first needed: the clock costs tens of ns
@@ -60,6 +65,12 @@ func (o *opContext) deadlineLocked() time.Time {
 // of its own, so o then stays as it is, cancelled, for the garbage
 // collector.
 func (o *opContext) release() {
+	if !o.armed.Load() {
+		// No channel, timer or callback: nobody else holds o.
+		o.parent, o.err, o.deadline, o.checks = nil, nil, time.Time{}, 0
+		opContexts.Put(o)
+		return
+	}
 	o.mu.Lock()
 	if o.timer != nil {
 		o.timer.Stop()
@@ -77,6 +88,7 @@ func (o *opContext) release() {
 	}
 	o.parent, o.err, o.timer, o.stop, o.funcs = nil, nil, nil, nil, nil
 	o.deadline, o.checks = time.Time{}, 0
+	o.armed.Store(false)
 	o.mu.Unlock()
 	opContexts.Put(o)
 }
@@ -124,6 +136,7 @@ func (o *opContext) Done() <-chan struct{} {
 	if o.done != nil {
 		return o.done
 	}
+	o.armed.Store(true)
 	o.done = make(chan struct{})
 	if o.err != nil {
 		close(o.done)

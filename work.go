@@ -256,10 +256,7 @@ func (c *Comm) startP2P(ctx context.Context, req *backend.Request, verr error) *
 	if verr != nil {
 		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: verr})
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
+	if c.closed.Load() {
 		return failed(&OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: ErrClosed})
 	}
 	return c.launch(ctx, req)
