@@ -440,8 +440,8 @@ func TestNewRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := nsPrefix(dead.Process.Pid, 1) + "-h0"
-	if err := exec.Command("ip", "netns", "add", stale).Run(); err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("ip", "netns", "add", stale).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", stale, err, out)
 	}
 	dir := filepath.Join(etcNetnsDir, stale)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
