@@ -14,8 +14,9 @@
 // Collectives on communicators that span hosts can run hierarchically
 // (hier.go): inside each host first, then among the hosts' leaders. On a
 // world whose ranks all share one host's memory, small all-reduces,
-// reduces, broadcasts, all-gathers and barriers (up to transport.BoardBytes per
-// rank, no algorithm forced) skip all of that: each rank posts its
+// reduces, broadcasts, all-gathers and barriers (up to a limit per kind,
+// board.go: all-reduce 8 KiB, all-gather 16 KiB per rank, reduce 2 KiB,
+// broadcast 1 KiB; no algorithm forced) skip all of that: each rank posts its
 // contribution on the shared-memory board and reads the others' there
 // (board.go, transport.Board); larger all-reduces run on the board's
 // stage (transport.Board.AllReduce): every rank posts its chunk in the
