@@ -269,11 +269,12 @@ func (e *shmEndpoint) passRole() {
 	}
 }
 
-// drainLoop is the endpoint's drainer: on a timer, unless a receive
-// already polls, it drains the rings as the poller until they are empty
-// or a receive wants the role. It looks every drainPollMin after a peer
-// waiting for room in a ring has asked (bumped the drain word), backing
-// off to drainPollMax while none asks.
+// drainLoop is the endpoint's drainer: on a timer, when a peer waiting
+// for room in a ring has asked (bumped the drain word) and otherwise once
+// per maxSleep, unless a receive already polls, it drains the rings as
+// the poller until they are empty or a receive wants the role. It looks
+// every drainPollMin after a request, backing off to drainPollMax while
+// none comes.
 //
 // It does not sleep in a futex wait for the peers to wake, as it did: a
 // goroutine blocked in a system call keeps its P, and a rank runs on one
@@ -293,23 +294,30 @@ func (e *shmEndpoint) drainLoop() {
 	wait := drainPollMin
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-e.drainStop:
 			return
 		case <-t.C:
 		}
+		asked := false
 		if now := atomic.LoadUint32(e.me.drain); now != seen {
-			seen, wait = now, drainPollMin
+			seen, wait, asked = now, drainPollMin, true
 		} else {
 			wait = min(2*wait, drainPollMax)
 		}
-		// Every look drains, asked or not: a record nobody asked about
-		// (a closing peer's goodbye, while this rank waits on the board)
-		// is taken in within drainPollMax. A busy role needs no help: its
-		// holder drains, and asks again when it lets go while a producer
-		// still waits (afterRole).
-		if e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
+		// Unasked, it drains once per maxSleep, as the futex sleep's
+		// timeout had it: a record nobody asks about (a closing peer's
+		// goodbye, while this rank waits on the board) is taken in then.
+		// Not at every look: mid-operation the drainer would take the
+		// messages a receive is about to poll and copy them into buffers
+		// of its own (2 ranks, all-gather of 64 MiB, alternating: 5.6 ms
+		// against 7.2 with a drain at every look).
+		// A busy role needs no help: its holder drains, and asks again
+		// when it lets go while a producer still waits (afterRole).
+		if (asked || time.Since(last) >= maxSleep) && e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
+			last = time.Now()
 			e.singleLazy = false
 			e.drainAll()
 			e.role.Store(0)
