@@ -79,18 +79,11 @@ func (o *opContext) release() {
 		o.stop()
 	}
 	o.gen++
-	if o.done != nil {
-		if o.err == nil {
-			o.cancelLocked(context.Canceled)
-		}
-		o.mu.Unlock()
-		return
+	// Armed means Done made the channel: o stays, cancelled.
+	if o.err == nil {
+		o.cancelLocked(context.Canceled)
 	}
-	o.parent, o.err, o.timer, o.stop, o.funcs = nil, nil, nil, nil, nil
-	o.deadline, o.checks = time.Time{}, 0
-	o.armed.Store(false)
 	o.mu.Unlock()
-	opContexts.Put(o)
 }
 
 func (o *opContext) Deadline() (time.Time, bool) {

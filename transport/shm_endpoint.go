@@ -322,9 +322,7 @@ func (e *shmEndpoint) depart(closeWait time.Duration) {
 // or when the last started send finishes). The mailbox must have failed
 // or closed first, so that no receive polls any more.
 func (e *shmEndpoint) close() {
-	close(e.drainStop)
-	atomic.AddUint32(e.me.drain, 1)
-	futexWake(e.me.drain)
+	close(e.drainStop) // the drainer selects on it
 	e.wg.Wait()
 	e.mapMu.Lock()
 	e.unmapped = true
