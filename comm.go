@@ -137,6 +137,10 @@ type Comm struct {
 	// ops holds the user-defined reduce ops (userop.go); on the world only.
 	ops opTable
 
+	// sharedIDs numbers c's shared allocations (shared.go), alike on every
+	// rank.
+	sharedIDs atomic.Uint64
+
 	// rec is this communicator's flight recorder (flightrec.go); flight,
 	// on the world only, holds its groups' recorders too.
 	rec    *flightRecorder

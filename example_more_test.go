@@ -182,3 +182,24 @@ func ExampleComm_Supports() {
 	// Output:
 	// rank 0: backend native: all_reduce_coalesced true, reduce_scatter_tensor true, all_gather_into_tensor true, coalescing_manager false
 }
+
+// Buffers every rank on the host maps: an all-reduce of them reads the
+// peers' inputs where they are (here, ranks in one process without a
+// shared-memory segment, the memory is ordinary and the result the same).
+func ExampleAllocShared() {
+	forRanks(2, func(ctx context.Context, c *comm.Comm) (string, error) {
+		grad, err := comm.AllocShared[float32](ctx, c, 4)
+		if err != nil {
+			return "", err
+		}
+		defer comm.FreeShared(c, grad)
+		for i := range grad {
+			grad[i] = float32(c.Rank() + i)
+		}
+		err = comm.AllReduce(ctx, c, grad, grad, comm.Sum)
+		return fmt.Sprint(grad), err
+	})
+	// Output:
+	// rank 0: [1 3 5 7]
+	// rank 1: [1 3 5 7]
+}

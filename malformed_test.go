@@ -224,6 +224,14 @@ var receiverCalls = map[string]receiverCall{
 		_, err := comm.StartAllReduceObject(ctx, c, 1, addInts).Wait()
 		return err
 	}},
+	"AllocShared": {call: func(ctx context.Context, c *comm.Comm) error {
+		_, err := comm.AllocShared[float32](ctx, c, 8)
+		return err
+	}},
+	// FreeShared needs no peer: it works on a closed communicator (the
+	// memory outlives it).
+	"FreeShared": {afterClose: true, call: func(ctx context.Context, c *comm.Comm) error { return comm.FreeShared(c, buf(8)) }},
+	"IsShared":   {accessor: true, call: func(ctx context.Context, c *comm.Comm) error { comm.IsShared(c, buf(8)); return nil }},
 	"NewOp": {nonMember: true, call: func(ctx context.Context, c *comm.Comm) error {
 		_, err := comm.NewOp(c, "max", func(inout, in []float32) {}, true)
 		return err
@@ -720,6 +728,18 @@ var malformedCases = []malformedCase{
 	{api: "StartAllReduceObject", what: "nil function and a nil option", want: comm.ErrInvalid, says: "function is nil", collective: true,
 		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
 			_, err := comm.StartAllReduceObject(ctx, c, 1, pick(bad, nil, addInts), nil).Wait()
+			return err
+		}},
+
+	// Shared allocations.
+	{api: "AllocShared", what: "a negative length", want: comm.ErrInvalid, says: "pass n >= 0", collective: true,
+		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
+			_, err := comm.AllocShared[float32](ctx, c, pick(bad, -1, 4))
+			return err
+		}},
+	{api: "AllocShared", what: "lengths that differ across ranks", mismatch: true, want: comm.ErrMismatch, says: "pass the same n on every rank", collective: true,
+		call: func(ctx context.Context, c *comm.Comm, bad bool) error {
+			_, err := comm.AllocShared[float32](ctx, c, pick(bad, 5, 4))
 			return err
 		}},
 

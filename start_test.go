@@ -91,6 +91,10 @@ func blockingCollectives(t *testing.T, funcs map[string]*ast.FuncDecl) []string 
 	t.Helper()
 	var blocking []string
 	for name, fd := range funcs {
+		// AllocShared is set-up, as Split and NewGroup are: no Start form.
+		if name == "AllocShared" {
+			continue
+		}
 		if !strings.HasPrefix(name, "Start") && isCollective(fd) && !returnsHandle(fd) {
 			blocking = append(blocking, name)
 		}

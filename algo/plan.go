@@ -23,6 +23,7 @@ const (
 	Hierarchical      = core.Hierarchical
 	SharedBoard       = core.SharedBoard
 	SharedStage       = core.SharedStage
+	SharedDirect      = core.SharedDirect
 )
 
 // ParseAlgorithm is the inverse of Algorithm.String; it also accepts "rd"

@@ -254,6 +254,23 @@ type FailureSignal interface {
 	Failed() <-chan struct{}
 }
 
+// SharedAllocator is implemented by communicators that can place a
+// buffer where every rank reads it in place (comm.AllocShared): memory
+// every rank of a world on one host maps.
+type SharedAllocator interface {
+	// AllocShared returns size zeroed bytes every rank maps, for the
+	// allocation id (the same on every rank, used once), or nil and no
+	// error when this communicator cannot share memory (the caller then
+	// uses ordinary memory). Every rank calls it together; agree is a
+	// collective that returns nil when every rank passed true.
+	AllocShared(id uint64, size int, agree func(ok bool) error) ([]byte, error)
+	// FreeShared releases what AllocShared returned, on this rank only;
+	// anything else is left alone.
+	FreeShared(mem []byte) error
+	// IsShared reports whether mem lies within a live allocation.
+	IsShared(mem []byte) bool
+}
+
 // Open opens a world communicator with the named driver.
 func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	registry.mu.Lock()

@@ -66,6 +66,8 @@ type Config struct {
 	DType     comm.DType
 	RedOp     comm.ReduceOp
 	Check     bool
+	Shared    bool // --shared-buffers
+	InPlace   bool // --in-place
 	Algo      backend.Algorithms
 	AlgoText  string        // --algo as given, for the header
 	Timeout   time.Duration // bound of each operation
@@ -238,6 +240,8 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 	for _, name := range []string{"r", "root"} {
 		fs.IntVar(&cfg.Sweep.Root, name, 0, "root of broadcast and reduce")
 	}
+	fs.BoolVar(&cfg.Shared, "shared-buffers", false, "allocate the buffers with comm.AllocShared (memory every rank on the host maps; all-reduces then read inputs in place)")
+	fs.BoolVar(&cfg.InPlace, "in-place", false, "all-reduce in place (one buffer as send and recv)")
 	for _, name := range []string{"c", "check"} {
 		fs.BoolVar(&cfg.Check, name, false, "fill inputs with known values and verify every result")
 	}

@@ -114,6 +114,7 @@ func runOn(ctx context.Context, cfg Config, c *comm.Comm, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
+	plan.Shared, plan.InPlace = cfg.Shared, cfg.InPlace
 	mode := os.Getenv(transportEnv) // what Init read, for the label only
 	if !cfg.seriesSet {
 		cfg.Series = seriesLabel(cfg.Transport, cfg.Backend, mode, c.NodeCount(), n)
@@ -123,6 +124,14 @@ func runOn(ctx context.Context, cfg Config, c *comm.Comm, stdout, stderr io.Writ
 		DType: plan.DType.String(), RedOp: RedOpName(plan.RedOp), Warmup: cfg.Sweep.Warmup, Iters: cfg.Sweep.Iters,
 		Budget: cfg.Sweep.Budget, Check: plan.Check, Algo: cfg.AlgoText, GoVersion: runtime.Version(),
 		Started: time.Now().Format(time.RFC3339), Command: cfg.Command,
+	}
+	switch {
+	case plan.Shared && plan.InPlace:
+		meta.Buffers = "shared, all-reduce in place"
+	case plan.Shared:
+		meta.Buffers = "shared"
+	case plan.InPlace:
+		meta.Buffers = "all-reduce in place"
 	}
 	meta.Host, _ = os.Hostname()
 	var results []Result

@@ -22,6 +22,7 @@ type Meta struct {
 	Iters     int    `json:"iters"`
 	Budget    int64  `json:"budget_bytes,omitempty"`
 	Check     bool   `json:"check"`
+	Buffers   string `json:"buffers,omitempty"` // "shared" (--shared-buffers), "in place" (--in-place), both, or "" (ordinary)
 	Algo      string `json:"algo,omitempty"`
 	Host      string `json:"host,omitempty"`
 	GoVersion string `json:"go,omitempty"`
@@ -62,6 +63,9 @@ func (t *TableWriter) Header(m Meta) {
 	fmt.Fprintf(t.w, ", check %s", check)
 	if m.Algo != "" {
 		fmt.Fprintf(t.w, ", algorithms %s", m.Algo)
+	}
+	if m.Buffers != "" {
+		fmt.Fprintf(t.w, ", buffers %s", m.Buffers)
 	}
 	fmt.Fprintln(t.w)
 	fmt.Fprintln(t.w, "# time: timed loop / iterations, the slowest rank's; algbw = size/time;")

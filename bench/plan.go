@@ -28,7 +28,10 @@ type Plan struct {
 	DType comm.DType
 	RedOp comm.ReduceOp
 	Check bool // verify every case once after timing it
-	Cases []Case
+	// Shared: the buffers come from comm.AllocShared (--shared-buffers);
+	// InPlace: all-reduces pass one buffer as send and recv (--in-place).
+	Shared, InPlace bool
+	Cases           []Case
 }
 
 // SweepConfig is what BuildPlan turns into cases.

@@ -67,6 +67,17 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 	es := plan.DType.Size()
 	maxCount := int(plan.MaxBytes() / int64(es))
 	send, recv := make([]T, maxCount), make([]T, maxCount)
+	if plan.Shared {
+		var err error
+		if send, err = comm.AllocShared[T](ctx, c, maxCount); err != nil {
+			return nil, fmt.Errorf("commbench: --shared-buffers: %w", err)
+		}
+		defer comm.FreeShared(c, send)
+		if recv, err = comm.AllocShared[T](ctx, c, maxCount); err != nil {
+			return nil, fmt.Errorf("commbench: --shared-buffers: %w", err)
+		}
+		defer comm.FreeShared(c, recv)
+	}
 	maxIters := 0
 	for _, cs := range plan.Cases {
 		maxIters = max(maxIters, cs.Iters)
@@ -88,6 +99,9 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 			return nil, fmt.Errorf("commbench: case %d: %v of %d bytes does not fit %d ranks of %v", i, cs.Op, cs.Bytes, n, plan.DType)
 		}
 		b := bufs[T]{send: send[:l.Send], recv: recv[:l.Recv], l: l}
+		if plan.InPlace && cs.Op == AllReduce {
+			b.recv = b.send
+		}
 		once := opFunc(ctx, c, cs, plan.RedOp, b)
 		fail := func(what string, err error) ([]Sample, error) {
 			return nil, fmt.Errorf("commbench: %v of %d bytes, %s: %w", cs.Op, cs.Bytes, what, err)
@@ -248,7 +262,9 @@ func (k checker[T]) prepare(cs Case, b bufs[T]) {
 		k.fill(b.recv, k.rank, 0)
 	default:
 		k.fill(b.send, k.rank, 0)
-		k.zero(b.recv)
+		if len(b.recv) > 0 && (len(b.send) == 0 || &b.recv[0] != &b.send[0]) {
+			k.zero(b.recv) // not in place
+		}
 	}
 }
 

@@ -60,6 +60,7 @@ func Cases(o Options) []Case {
 	cs = append(cs, miscCases()...)
 	cs = append(cs, namedCases()...)
 	cs = append(cs, userOpCases()...)
+	cs = append(cs, sharedCases()...)
 	cs = append(cs, Case{"Hosts", checkHosts})
 	if o.Large {
 		cs = append(cs, largeCases()...)

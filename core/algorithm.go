@@ -33,13 +33,18 @@ const (
 	// (transport.Board.AllReduce), when no algorithm is forced. Reported,
 	// never forced.
 	SharedStage
+	// SharedDirect is the all-reduce of buffers that every rank allocated
+	// with comm.AllocShared: each rank reads its stripe of every input in
+	// place and writes it into every result (transport.Board.
+	// AllReduceShared). Reported, never forced.
+	SharedDirect
 )
 
 var algorithmNames = [...]string{
 	Auto: "auto", Ring: "ring", RecursiveDoubling: "recursive-doubling",
 	HalvingDoubling: "halving-doubling", Tree: "tree", Pairwise: "pairwise", Linear: "linear",
 	Hierarchical: "hierarchical", SharedBoard: "shared-board",
-	SharedStage: "shared-stage",
+	SharedStage: "shared-stage", SharedDirect: "shared-direct",
 }
 
 func (a Algorithm) String() string {
@@ -59,7 +64,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 		return RecursiveDoubling, nil
 	case "hd", "rabenseifner":
 		return HalvingDoubling, nil
-	case "shared-board", "shared-stage":
+	case "shared-board", "shared-stage", "shared-direct":
 		return Auto, fmt.Errorf("algo: %q cannot be forced: the native backend runs small collectives of a world on one host there by itself, when no algorithm is forced", s)
 	}
 	for i, n := range algorithmNames {

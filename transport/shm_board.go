@@ -85,6 +85,14 @@ type Board struct {
 	waiting func(rank int)
 	st      stage  // the stage's state (see AllReduce)
 	touched uint64 // the sum of Exchange's early loads (see there)
+
+	// shared are the live shared allocations (shm_shared.go), guarded by
+	// the endpoint's mapMu; descs, sharedDsts and sharedPieces are
+	// AllReduceShared's, reused.
+	shared       []*sharedMap
+	descs        []sharedDesc
+	sharedDsts   [][]byte
+	sharedPieces [][]byte
 }
 
 // SetWaitHook has the board tell f the world rank each of its waits is
@@ -138,6 +146,7 @@ func newBoard(e *shmEndpoint, mem []byte, off, stg, n, me int) *Board {
 	b.st.blk = make([]stageBlock, n)
 	b.st.srcs = make([][]byte, n)
 	b.st.mine = make([]byte, stageStripe)
+	b.sharedPieces = make([][]byte, n)
 	for r := range n {
 		b.blk[r] = boardBlockAt(mem, off+r*boardBlockSize)
 		b.st.blk[r] = stageBlockAt(mem, stg+r*stageBlockSize)
@@ -303,10 +312,15 @@ type boardWait struct {
 func (w *boardWait) mismatch(r int) bool {
 	p := &w.b.blk[r]
 	if w.stage {
-		// A stage operation's peer may have run seq on the board.
+		// A stage operation's peer may have run seq on the board. With
+		// the same signature it has only posted where its buffers are
+		// (AllReduceShared), which the stage follows.
 		for s := range 2 {
 			if atomic.LoadUint64(p.stamp[s]) != 0 && atomic.LoadUint64(p.seq[s]) == w.seq {
 				remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
+				if remote == w.sig {
+					continue
+				}
 				w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 				return true
 			}

@@ -30,6 +30,7 @@ type shmEndpoint struct {
 	vanished   func(peer int, cause error) // the TCP endpoint's peerVanished
 
 	seg   []byte
+	path  string // the segment's file (removed once mapped): shared allocations are named after it
 	opts  SHMOptions
 	chunk int
 	me    consumerWords // this rank's consumer block
@@ -327,6 +328,9 @@ func (e *shmEndpoint) close() {
 	e.mapMu.Lock()
 	e.unmapped = true
 	e.unrefMap()
+	if e.board != nil {
+		e.board.unmapPeers()
+	}
 	e.mapMu.Unlock()
 }
 

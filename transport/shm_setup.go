@@ -95,6 +95,7 @@ func (e *shmEndpoint) setup(ctx context.Context, store AddrStore, o *TCPOptions,
 			return cerr, nil
 		}
 		defer os.Remove(path) // idempotent; the normal path removes it earlier
+		e.path = path
 		writeSegmentHeader(mem, l, local)
 		e.advertise(mem, l, me)
 		if err := store.Set(ctx, base+"/segment", []byte(strconv.Itoa(so.RingBytes)+" "+path)); err != nil {
@@ -141,6 +142,7 @@ func (e *shmEndpoint) setup(ctx context.Context, store AddrStore, o *TCPOptions,
 	if !ok || perr != nil {
 		return nil, wrap(fmt.Errorf("rank %d published a malformed segment %q", local[0], v))
 	}
+	e.path = path
 	so.RingBytes = ringBytes
 	so.ChunkBytes = min(so.ChunkBytes, ringBytes/4)
 	so, oerr := so.withDefaults(n)

@@ -76,13 +76,25 @@ func stageEligible(c *Comm, req *backend.Request) bool {
 		req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
 }
 
-// runOnStage runs the all-reduce req on the board's stage.
+// runOnStage runs the all-reduce req on the board's stage, or in place
+// when every rank's buffers are shared allocations (shared.go).
 func (c *Comm) runOnStage(ctx context.Context, req *backend.Request) error {
 	req.Used = algo.SharedStage
 	defer c.waits.done()
 	dt, op := req.DType, req.Op
-	err := c.board.AllReduce(ctx, req.Seq, boardSig(req, algo.SharedStage), req.Send, req.Recv, dt.Size(),
-		func(dst []byte, srcs [][]byte) error { return kernel.ReduceAll(dt, op, dst, srcs) })
+	fold := func(dst []byte, srcs [][]byte) error { return kernel.ReduceAll(dt, op, dst, srcs) }
+	sig := boardSig(req, algo.SharedStage)
+	ran, err := false, error(nil)
+	if c.sharedAllocs.Load() {
+		// Every rank has made a shared allocation (AllocShared is a
+		// collective), so every rank asks here.
+		if ran, err = c.board.AllReduceShared(ctx, req.Seq, sig, req.Send, req.Recv, dt.Size(), fold); ran {
+			req.Used = algo.SharedDirect
+		}
+	}
+	if !ran {
+		err = c.board.AllReduce(ctx, req.Seq, sig, req.Send, req.Recv, dt.Size(), fold)
+	}
 	if err == nil && op == backend.Avg {
 		err = kernel.Divide(dt, req.Recv, c.size)
 	}

@@ -91,12 +91,16 @@ type Comm struct {
 	// small collectives (board.go); turn then orders the collectives.
 	board *transport.Board
 	turn  turn.Turn
+	// sharedAllocs: this world has made a shared allocation (shared.go),
+	// so its stage all-reduces first ask whether their buffers are shared.
+	sharedAllocs atomic.Bool
 }
 
 var (
-	_ backend.Comm          = (*Comm)(nil)
-	_ backend.FailureSignal = (*Comm)(nil)
-	_ backend.Settler       = (*Comm)(nil)
+	_ backend.Comm            = (*Comm)(nil)
+	_ backend.FailureSignal   = (*Comm)(nil)
+	_ backend.Settler         = (*Comm)(nil)
+	_ backend.SharedAllocator = (*Comm)(nil)
 )
 
 // NewWorld wraps an endpoint as a world communicator.

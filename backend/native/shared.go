@@ -1,0 +1,33 @@
+package native
+
+// Shared allocations (comm.AllocShared): on a world with a board, memory
+// every rank maps (transport.Board.MapShared). From the first one on, an
+// all-reduce above the board's size first has the ranks post where their
+// buffers are (one board exchange, ~1 us); when every rank's are shared
+// it runs in place (transport.Board.AllReduceShared), else on the stage
+// as before.
+
+// AllocShared implements backend.SharedAllocator: nil, nil on a group or
+// a world without a board.
+func (c *Comm) AllocShared(id uint64, size int, agree func(ok bool) error) ([]byte, error) {
+	if c.board == nil || c.world != nil {
+		return nil, nil
+	}
+	mem, err := c.board.MapShared(id, size, agree)
+	if err != nil {
+		return nil, err
+	}
+	c.sharedAllocs.Store(true)
+	return mem, nil
+}
+
+// FreeShared implements backend.SharedAllocator.
+func (c *Comm) FreeShared(mem []byte) error {
+	if c.board == nil {
+		return nil
+	}
+	return c.board.UnmapShared(mem)
+}
+
+// IsShared implements backend.SharedAllocator.
+func (c *Comm) IsShared(mem []byte) bool { return c.board != nil && c.board.IsShared(mem) }
