@@ -38,7 +38,11 @@ var (
 const (
 	SeriesGocommTCP = "gocomm-tcp"
 	SeriesGocommSHM = "gocomm-shm"
-	SeriesMPISHM    = "mpi-shm"
+	// SeriesGocommSHMShared is gocomm-shm with its buffers from
+	// comm.AllocShared (--shared-buffers): all-reduces read the inputs in
+	// place.
+	SeriesGocommSHMShared = "gocomm-shm-shared"
+	SeriesMPISHM          = "mpi-shm"
 	// SeriesMPISHMMT is mpi-shm initialised with MPI_THREAD_MULTIPLE, the
 	// thread level gocomm's MPI backend runs at.
 	SeriesMPISHMMT = "mpi-shm-mt"
@@ -60,7 +64,7 @@ var DefaultSeries = []string{SeriesGocommTCP, SeriesGocommSHM, SeriesMPIBackend,
 
 // AllSeries is every series --series accepts: the default ones and
 // mpi-shm-mt.
-var AllSeries = append(slices.Clone(DefaultSeries), SeriesMPISHMMT)
+var AllSeries = append(slices.Clone(DefaultSeries), SeriesMPISHMMT, SeriesGocommSHMShared)
 
 // DefaultCompareOps is the default --op of commbench compare: the
 // all-reduce sweep, and the other bandwidth ops at 64 MiB.
@@ -102,6 +106,10 @@ ours/peer (in busbw, i.e. peer time / our time: above 1 gocomm is faster).
 Series:
   gocomm-tcp   commbench's own ranks, gocomm over TCP (--transport tcp)
   gocomm-shm   gocomm over its shared-memory path (--transport shm)
+  gocomm-shm-shared
+               gocomm-shm with buffers from comm.AllocShared (--shared-buffers),
+               which every rank maps: all-reduces read the inputs in place (not
+               in the default series)
   mpi-backend  gocomm on its MPI backend (--backend mpi) under mpirun, with the
                btls of mpi-shm; needs this commbench built with cgo and -tags mpi
   mpi-shm      Open MPI through a C harness under mpirun, --mca btl self,vader
@@ -347,9 +355,9 @@ func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, er
 	var rs []Runner
 	for _, s := range cfg.Series {
 		switch s {
-		case SeriesGocommTCP, SeriesGocommSHM:
+		case SeriesGocommTCP, SeriesGocommSHM, SeriesGocommSHMShared:
 			t := TransportTCP
-			if s == SeriesGocommSHM {
+			if s != SeriesGocommTCP {
 				t = TransportSHM
 			}
 			rs = append(rs, Runner{
@@ -359,6 +367,9 @@ func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, er
 					args := []string{"--plan", plan, "--raw", raw, "-q", "--transport", t.String(), "--backend", cfg.Backend, "--series", s}
 					if cfg.AlgoText != "" {
 						args = append(args, "--algo", cfg.AlgoText)
+					}
+					if s == SeriesGocommSHMShared {
+						args = append(args, "--shared-buffers")
 					}
 					return runJob(ctx, cfg, self, args, nil)
 				},

@@ -365,7 +365,7 @@ func bestOf(series string, plan Plan, variants [][]Result) []Result {
 // the peers that have none here (gloo, the library a PyTorch user would
 // otherwise run); series of unknown link are compared with every peer.
 var seriesLink = map[string]string{
-	SeriesGocommSHM: "shm", SeriesMPIBackend: "shm", SeriesMPISHM: "shm", SeriesMPISHMBest: "shm", SeriesMPISHMMT: "shm",
+	SeriesGocommSHM: "shm", SeriesGocommSHMShared: "shm", SeriesMPIBackend: "shm", SeriesMPISHM: "shm", SeriesMPISHMBest: "shm", SeriesMPISHMMT: "shm",
 	SeriesGocommTCP: "tcp", SeriesMPITCP: "tcp", SeriesMPITCPBest: "tcp",
 }
 
