@@ -91,8 +91,22 @@ func openSegment(path string, size int) ([]byte, error) {
 
 func mapFile(f *os.File, size int, create bool) ([]byte, error) {
 	if create {
-		if err := f.Truncate(int64(size)); err != nil {
-			return nil, err
+		// Reserve the memory now: a file only truncated to size has
+		// holes, and touching one that the file system (tmpfs, a
+		// container's 64 MB /dev/shm) has no room for is a SIGBUS that
+		// kills the process, not an error.
+		err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size))
+		for err == syscall.EINTR { // the runtime's preemption signal, say
+			err = unix.Fallocate(int(f.Fd()), 0, 0, int64(size))
+		}
+		if err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return nil, fmt.Errorf("%s: no room for %d bytes of shared memory in %s (a container's /dev/shm is 64 MB unless raised: docker run --shm-size, or a larger emptyDir medium Memory on Kubernetes): %w",
+					f.Name(), size, filepath.Dir(f.Name()), err)
+			}
+			if err := f.Truncate(int64(size)); err != nil { // a file system without fallocate
+				return nil, err
+			}
 		}
 	} else {
 		st, err := f.Stat()
