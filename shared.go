@@ -26,13 +26,6 @@ import (
 // memory give their users. Once c has made one, every all-reduce above 8
 // KiB on c first has the ranks post where their buffers are (about 1 us).
 //
-// Computing in the memory can be slower than in Go's: examples/train
-// with its gradient allocated here (2 ranks, 1 MB, 2026-11-28 03:40) ran
-// 3239-3712 samples/s against 4373-4718, its backward pass (which
-// accumulates into the gradient) 51% -> 60% of the samples, no more page
-// faults; the cause is not known. Copying the gradient into a shared
-// buffer for the all-reduce and back kept 4359-4658.
-//
 // The memory is not Go's: it holds numbers only, the garbage collector
 // neither scans nor frees it, and it stays valid after c is closed, until
 // FreeShared. Peers write into it during an all-reduce whose recv it is,
