@@ -295,7 +295,7 @@ func (b *Board) foldShared(descs []sharedDesc, send, recv []byte, fold Fold) err
 	srcs, dsts := b.st.srcs, b.sharedDsts[:0]
 	for r, d := range descs {
 		sm, rm := b.sharedByID(d.sendID), b.sharedByID(d.recvID)
-		if sm == nil || rm == nil || sm.mem[r] == nil || rm.mem[r] == nil ||
+		if sm == nil || rm == nil || sm.mem[r] == nil || rm.mem[r] == nil || n > sm.size || n > rm.size ||
 			d.sendOff > uint64(sm.size-n) || d.recvOff > uint64(rm.size-n) {
 			return &core.PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted %d bytes at offsets %d and %d of shared allocations %d and %d, which this rank does not have",
 				r, n, d.sendOff, d.recvOff, d.sendID, d.recvID)}

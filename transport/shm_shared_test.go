@@ -121,15 +121,9 @@ func TestSharedAllReduce(t *testing.T) {
 								return
 							}
 						}
-						for i := 0; i < size; i += 8 {
-							var want uint64
-							for q := range n {
-								want += stageWord(op, q, i/8)
-							}
-							if got := binary.LittleEndian.Uint64(recv[i:]); got != want {
-								errs <- fmt.Errorf("rank %d op %d (%d bytes, case %d): word %d is %#x, want %#x", r, op, size, op%3, i/8, got, want)
-								return
-							}
+						if err := checkStageSums(recv, op, n); err != nil {
+							errs <- fmt.Errorf("rank %d op %d (%d bytes, case %d): %v", r, op, size, op%3, err)
+							return
 						}
 						seq++
 						if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {}); err != nil {

@@ -44,6 +44,21 @@ func sumWords(op int, lo int) Fold {
 
 func stageWord(op, rank, i int) uint64 { return uint64(op)<<40 | uint64(rank)<<32 | uint64(i) }
 
+// checkStageSums checks that every word of recv is the sum of word i of
+// the n ranks' contributions to operation op.
+func checkStageSums(recv []byte, op, n int) error {
+	for i := 0; i < len(recv); i += 8 {
+		var want uint64
+		for q := range n {
+			want += stageWord(op, q, i/8)
+		}
+		if got := binary.LittleEndian.Uint64(recv[i:]); got != want {
+			return fmt.Errorf("word %d is %#x, want %#x", i/8, got, want)
+		}
+	}
+	return nil
+}
+
 // TestStageAllReduce runs all-reduces of sizes around every boundary of
 // the stage (the board's size, stripes that are not whole lines, one
 // chunk, several) on 2-5 ranks, in place or not, interleaved with board
@@ -91,15 +106,9 @@ func TestStageAllReduce(t *testing.T) {
 							errs <- fmt.Errorf("rank %d op %d (%d bytes): %v", r, op, size, err)
 							return
 						}
-						for i := 0; i < size; i += 8 {
-							var want uint64
-							for q := range n {
-								want += stageWord(op, q, i/8)
-							}
-							if got := binary.LittleEndian.Uint64(recv[i:]); got != want {
-								errs <- fmt.Errorf("rank %d op %d (%d bytes, in place %v): word %d is %#x, want %#x", r, op, size, op%2 == 0, i/8, got, want)
-								return
-							}
+						if err := checkStageSums(recv, op, n); err != nil {
+							errs <- fmt.Errorf("rank %d op %d (%d bytes, in place %v): %v", r, op, size, op%2 == 0, err)
+							return
 						}
 					}
 				})
