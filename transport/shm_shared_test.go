@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gocomm/comm/core"
 )
 
 // sharedAgree is MapShared's agree over the board, numbering its
@@ -234,4 +238,72 @@ func TestSharedAllocNoRoom(t *testing.T) {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}
+}
+
+// FuzzSharedDesc feeds AllReduceShared's decoder and fold what a broken or
+// hostile peer could post as its descriptor: any bytes. Decoding either
+// fails or round-trips; a decoded descriptor naming allocations, offsets
+// or lengths this rank does not have fails the fold with an error naming
+// the peer, never a panic or a write outside the allocations.
+func FuzzSharedDesc(f *testing.F) {
+	var valid [sharedDescBytes]byte
+	sharedDesc{ok: true, sendID: 1, sendOff: 64, recvID: 1, recvOff: 4096}.put(valid[:])
+	f.Add(valid[:])
+	f.Add([]byte{})
+	f.Add(make([]byte, sharedDescBytes))
+	huge := valid
+	huge[23] = 0x80 // sendOff beyond any allocation
+	f.Add(huge[:])
+	other := valid
+	other[8] = 9 // an allocation nobody made
+	f.Add(other[:])
+
+	ws := shmWorld(f, 2)
+	const size = 1 << 16
+	mems := make([][]byte, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r, w := range ws {
+		wg.Go(func() {
+			b := w.Board()
+			var seq uint64
+			agree := func(ok bool) error {
+				seq++
+				return b.Exchange(context.Background(), seq, boardTestSig(1), []byte{1}, 1, -1, func(int, []byte) {})
+			}
+			mems[r], errs[r] = b.MapShared(1, size, agree)
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			f.Fatalf("rank %d: MapShared: %v", r, err)
+		}
+	}
+	b := ws[0].Board()
+	send, recv := mems[0][:4096], mems[0][8192:8192+4096]
+	fold := func(dst []byte, srcs [][]byte) error {
+		for i := range dst {
+			dst[i] = srcs[0][i] + srcs[1][i]
+		}
+		return nil
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := getSharedDesc(data)
+		if err != nil {
+			return
+		}
+		var again [sharedDescBytes]byte
+		d.put(again[:])
+		if string(again[:]) != string(data) {
+			t.Fatalf("%x decoded to %+v, which encodes as %x", data, d, again)
+		}
+		mine := sharedDesc{ok: true, sendID: 1, sendOff: 0, recvID: 1, recvOff: 8192}
+		if err := b.foldShared([]sharedDesc{mine, d}, send, recv, fold); err != nil {
+			var pe *core.PeerError
+			if !errors.As(err, &pe) || pe.Peer != 1 {
+				t.Fatalf("descriptor %+v: %v, want a *PeerError naming rank 1", d, err)
+			}
+		}
+	})
 }
