@@ -48,8 +48,9 @@ func TestBindAuto(t *testing.T) {
 
 // TestBindAutoOversubscribed starts three ranks with GOCOMM_BIND=auto on
 // two CPUs (the launching thread's affinity, which they inherit): they
-// cannot have a CPU each, so they stay unbound and run with GOMAXPROCS 1,
-// their share, where the runtime's default would be 2.
+// cannot have a CPU each, nor divide evenly among them, so they stay
+// unbound and run with GOMAXPROCS 1, their share, where the runtime's
+// default would be 2.
 func TestBindAutoOversubscribed(t *testing.T) {
 	allowed := allowedCPUs(t)
 	some := allowed[:min(2, len(allowed))]
@@ -92,4 +93,39 @@ func TestBindInvalid(t *testing.T) {
 		t.Fatalf("Init with GOCOMM_BIND=cores: %v, want an environment error naming GOCOMM_BIND", err)
 	}
 	t.Log(err)
+}
+
+// TestBindAutoOversubscribedEvenly: GOCOMM_BIND=auto with 4 ranks on two
+// CPUs binds rank r to the CPUs' r mod 2nd, as mpirun maps ranks by core,
+// with GOMAXPROCS 1: two ranks take turns on each CPU, never three.
+func TestBindAutoOversubscribedEvenly(t *testing.T) {
+	allowed := allowedCPUs(t)
+	if len(allowed) < 2 {
+		t.Skipf("one CPU (%v): nothing to deal ranks over", allowed)
+	}
+	some := allowed[:2]
+	var errs []error
+	var outs []string
+	func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cpubind.ApplyThread(some); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := cpubind.ApplyThread(allowed); err != nil {
+				t.Error(err)
+			}
+		}()
+		errs, outs = launch(t, 4, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
+	}()
+	for r := range 4 {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r])
+		}
+		line := fmt.Sprintf("threads on %s\ngomaxprocs 1\n", cpubind.Format([]int{some[r%2]}))
+		if strings.Count(outs[r], "threads on ") != 1 || !strings.Contains(outs[r], line) {
+			t.Errorf("rank %d: want every thread on %d and GOMAXPROCS 1, got:\n%s", r, some[r%2], outs[r])
+		}
+	}
 }

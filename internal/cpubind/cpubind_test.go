@@ -53,7 +53,10 @@ func TestBlock(t *testing.T) {
 		{1, 3, []int{2, 3, 4}},
 		{2, 3, []int{5, 6, 7}},
 		{7, 8, []int{7}},
-		{0, 9, nil},  // ranks outnumber CPUs: no binding
+		{0, 9, nil},       // ranks outnumber CPUs unevenly: no binding
+		{3, 16, []int{3}}, // twice as many ranks as CPUs: dealt round-robin
+		{11, 16, []int{3}},
+		{15, 24, []int{7}},
 		{2, 2, nil},  // rank out of range
 		{-1, 2, nil}, // rank out of range
 	} {

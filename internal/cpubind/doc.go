@@ -17,8 +17,10 @@
 //	auto      local rank r of n gets block r of n equal blocks of the CPUs
 //	          the process may run on at start (CPU i of k goes to block
 //	          i*n/k); when n exceeds k (ranks outnumber CPUs: they must
-//	          share, and yield to each other) nothing is bound and the
-//	          rank's GOMAXPROCS is its share, k/n but at least 1
+//	          share, and yield to each other) the rank's GOMAXPROCS is its
+//	          share, k/n but at least 1, and when k divides n rank r is
+//	          bound to CPU r mod k (as mpirun maps ranks by core), else
+//	          nothing is bound
 //	0-3,8     exactly these CPUs (a list as taskset -c takes)
 //
 // Two jobs on one host both split the CPUs they may use from the first:
