@@ -54,22 +54,7 @@ func TestBindAuto(t *testing.T) {
 func TestBindAutoOversubscribed(t *testing.T) {
 	allowed := allowedCPUs(t)
 	some := allowed[:min(2, len(allowed))]
-	var errs []error
-	var outs []string
-	func() {
-		// Children inherit the affinity of the thread that starts them.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cpubind.ApplyThread(some); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := cpubind.ApplyThread(allowed); err != nil {
-				t.Error(err)
-			}
-		}()
-		errs, outs = launch(t, 3, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
-	}()
+	errs, outs := launchBoundTo(t, some, allowed, 3)
 	line := fmt.Sprintf("threads on %s\ngomaxprocs 1\n", cpubind.Format(some))
 	for r := range 3 {
 		if errs[r] != nil {
@@ -104,21 +89,7 @@ func TestBindAutoOversubscribedEvenly(t *testing.T) {
 		t.Skipf("one CPU (%v): nothing to deal ranks over", allowed)
 	}
 	some := allowed[:2]
-	var errs []error
-	var outs []string
-	func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cpubind.ApplyThread(some); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := cpubind.ApplyThread(allowed); err != nil {
-				t.Error(err)
-			}
-		}()
-		errs, outs = launch(t, 4, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
-	}()
+	errs, outs := launchBoundTo(t, some, allowed, 4)
 	for r := range 4 {
 		if errs[r] != nil {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r])
@@ -128,4 +99,23 @@ func TestBindAutoOversubscribedEvenly(t *testing.T) {
 			t.Errorf("rank %d: want every thread on %d and GOMAXPROCS 1, got:\n%s", r, some[r%2], outs[r])
 		}
 	}
+}
+
+// launchBoundTo launches n ranks reporting their binding under
+// GOCOMM_BIND=auto from a thread bound to cpus (children inherit the
+// affinity of the thread that starts them), then puts the thread back on
+// allowed.
+func launchBoundTo(t *testing.T, cpus, allowed []int, n int) ([]error, []string) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cpubind.ApplyThread(cpus); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := cpubind.ApplyThread(allowed); err != nil {
+			t.Error(err)
+		}
+	}()
+	return launch(t, n, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
 }

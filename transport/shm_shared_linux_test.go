@@ -5,7 +5,6 @@ package transport
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -25,31 +24,22 @@ func TestSharedAllocNoRoom(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(dir, 0) })
 	ws := shmWorldWith(t, 2, SHMOptions{Dir: dir})
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, w := range ws {
-		wg.Go(func() {
-			b := w.Board()
-			var seq uint64
-			if _, err := b.MapShared(1, 4<<20, sharedAgree(t, b, &seq)); err == nil {
-				errs[r] = fmt.Errorf("4 MiB in a %d-byte tmpfs: no error", room)
-				return
-			} else if r == 0 && !strings.Contains(err.Error(), "no room") {
-				errs[r] = fmt.Errorf("4 MiB in a %d-byte tmpfs: %v, want no room", room, err)
-				return
-			}
-			mem, err := b.MapShared(2, 64<<10, sharedAgree(t, b, &seq))
-			if err != nil {
-				errs[r] = fmt.Errorf("64 KiB after the failure: %v", err)
-				return
-			}
-			mem[len(mem)-1] = 1
-			errs[r] = b.UnmapShared(mem)
-		})
+	_, errs := mapEveryRank(t, ws, 1, 4<<20)
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d: 4 MiB in a %d-byte tmpfs: no error", r, room)
+		}
+		if r == 0 && !strings.Contains(err.Error(), "no room") {
+			t.Errorf("rank 0: 4 MiB in a %d-byte tmpfs: %v, want no room", room, err)
+		}
 	}
-	wg.Wait()
+	mems, errs := mapEveryRank(t, ws, 2, 64<<10)
 	for r, err := range errs {
 		if err != nil {
+			t.Fatalf("rank %d: 64 KiB after the failure: %v", r, err)
+		}
+		mems[r][len(mems[r])-1] = 1
+		if err := ws[r].Board().UnmapShared(mems[r]); err != nil {
 			t.Errorf("rank %d: %v", r, err)
 		}
 	}

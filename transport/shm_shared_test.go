@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 
 // sharedAgree is MapShared's agree over the board, numbering its
 // exchanges from *seq.
-func sharedAgree(t *testing.T, b *Board, seq *uint64) func(ok bool) error {
+func sharedAgree(t testing.TB, b *Board, seq *uint64) func(ok bool) error {
 	return func(ok bool) error {
 		*seq++
 		var flag [8]byte
@@ -214,21 +213,7 @@ func FuzzSharedDesc(f *testing.F) {
 
 	ws := shmWorld(f, 2)
 	const size = 1 << 16
-	mems := make([][]byte, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r, w := range ws {
-		wg.Go(func() {
-			b := w.Board()
-			var seq uint64
-			agree := func(ok bool) error {
-				seq++
-				return b.Exchange(context.Background(), seq, boardTestSig(1), []byte{1}, 1, -1, func(int, []byte) {})
-			}
-			mems[r], errs[r] = b.MapShared(1, size, agree)
-		})
-	}
-	wg.Wait()
+	mems, errs := mapEveryRank(f, ws, 1, size)
 	for r, err := range errs {
 		if err != nil {
 			f.Fatalf("rank %d: MapShared: %v", r, err)
@@ -260,4 +245,22 @@ func FuzzSharedDesc(f *testing.F) {
 			}
 		}
 	})
+}
+
+// mapEveryRank runs MapShared(id, size) on every rank of ws at once and
+// returns each rank's memory and error. Each call agrees over the board,
+// with sequence numbers of its own.
+func mapEveryRank(tb testing.TB, ws []*Hybrid, id uint64, size int) ([][]byte, []error) {
+	mems := make([][]byte, len(ws))
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for r, w := range ws {
+		wg.Go(func() {
+			b := w.Board()
+			seq := 1000 * id // distinct from other calls' exchanges
+			mems[r], errs[r] = b.MapShared(id, size, sharedAgree(tb, b, &seq))
+		})
+	}
+	wg.Wait()
+	return mems, errs
 }
