@@ -16,8 +16,9 @@ import (
 // faster. Every rank of c calls it together, with the same n, as a
 // collective (mismatched lengths are an error on every rank).
 //
-// An all-reduce whose send and recv lie in shared allocations on every
-// rank reads each rank's input where it is and writes each rank's result
+// An all-reduce above 8 KiB (no algorithm forced, no user-defined op)
+// whose send and recv lie in shared allocations on every rank reads each
+// rank's input where it is and writes each rank's result
 // into its recv, instead of copying both through the shared-memory
 // segment: about 2 bytes through memory per input byte against 5 (2 ranks,
 // 64 MiB float32: README gives the figures). Other collectives, and
@@ -25,6 +26,10 @@ import (
 // any other. It is what MPI_Win_allocate_shared and torch's symmetric
 // memory give their users. Once c has made one, every all-reduce above 8
 // KiB on c first has the ranks post where their buffers are (about 1 us).
+//
+// The memory is reserved when made: where the host's shared-memory file
+// system has no room for it (a container's 64 MB /dev/shm), AllocShared
+// fails on every rank with an error that says so.
 //
 // The memory is not Go's: it holds numbers only, the garbage collector
 // neither scans nor frees it, and it stays valid after c is closed, until
