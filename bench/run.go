@@ -66,8 +66,10 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 	n, me := c.Size(), c.Rank()
 	es := plan.DType.Size()
 	maxCount := int(plan.MaxBytes() / int64(es))
-	send, recv := make([]T, maxCount), make([]T, maxCount)
-	if plan.Shared {
+	var send, recv []T
+	if !plan.Shared {
+		send, recv = make([]T, maxCount), make([]T, maxCount)
+	} else {
 		var err error
 		if send, err = comm.AllocShared[T](ctx, c, maxCount); err != nil {
 			return nil, fmt.Errorf("commbench: --shared-buffers: %w", err)

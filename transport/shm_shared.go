@@ -220,13 +220,6 @@ func (b *Board) sharedByID(id uint64) *sharedMap {
 	return nil
 }
 
-// HasShared reports whether any shared allocation is live on this rank.
-func (b *Board) HasShared() bool {
-	b.e.mapMu.RLock()
-	defer b.e.mapMu.RUnlock()
-	return len(b.shared) > 0
-}
-
 // AllReduceShared runs the all-reduce seq (of signature sig) of send into
 // recv in place in the shared allocations, when every rank's send and
 // recv lie in them: ran is false, with nothing done but one board

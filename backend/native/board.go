@@ -84,7 +84,8 @@ func (c *Comm) runOnStage(ctx context.Context, req *backend.Request) error {
 	dt, op := req.DType, req.Op
 	fold := func(dst []byte, srcs [][]byte) error { return kernel.ReduceAll(dt, op, dst, srcs) }
 	sig := boardSig(req, algo.SharedStage)
-	ran, err := false, error(nil)
+	var ran bool
+	var err error
 	if c.sharedAllocs.Load() {
 		// Every rank has made a shared allocation (AllocShared is a
 		// collective), so every rank asks here.

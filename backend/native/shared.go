@@ -7,10 +7,10 @@ package native
 // it runs in place (transport.Board.AllReduceShared), else on the stage
 // as before.
 
-// AllocShared implements backend.SharedAllocator: nil, nil on a group or
-// a world without a board.
+// AllocShared implements backend.SharedAllocator: nil, nil without a
+// board (a group has none).
 func (c *Comm) AllocShared(id uint64, size int, agree func(ok bool) error) ([]byte, error) {
-	if c.board == nil || c.world != nil {
+	if c.board == nil {
 		return nil, nil
 	}
 	mem, err := c.board.MapShared(id, size, agree)
