@@ -12,10 +12,11 @@ import (
 // changes what it does: the cost model's schedule choices, copying the input
 // at once or lazily, sending inline, pipelining broadcasts, the ring for
 // all-reduce on a host with more ranks than CPUs (1 KiB), the shared-memory
-// board's limits per kind (1, 2, 8 and 16 KiB). backend/native's
+// board's limits per kind (1, 2, 8 and 16 KiB), the broadcast's on the
+// board's stage (128 KiB with more ranks than CPUs, 1 MiB). backend/native's
 // tests check that its cost model uses no size missing here, so a new
 // threshold gets cases of its own.
-var Thresholds = []int{1 << 10, 2 << 10, 8 << 10, 16 << 10, 64 << 10, 512 << 10, 1 << 20}
+var Thresholds = []int{1 << 10, 2 << 10, 8 << 10, 16 << 10, 64 << 10, 128 << 10, 512 << 10, 1 << 20}
 
 // ThresholdCases returns every collective at the counts whose message size,
 // as a cost model measures it (the whole buffer of all-reduce, reduce and

@@ -35,10 +35,13 @@ import (
 //
 // Chunks are numbered alike on every rank (stage operations run one at a
 // time, in sequence-number order, with sizes every rank shares); chunk j
-// uses slot j%2. A rank's progress word counts the steps it has finished
-// (two per chunk). Reuse needs no wait of its own: a rank writes slot
-// j%2 again for chunk j+2 only after it has seen every peer post chunk
-// j+1, which each does only after it has finished reading chunk j.
+// uses slot j%2. A rank's progress word counts the steps it has finished,
+// two per chunk whatever the operation, the first taken only once the
+// rank is done with the chunk before (stageBegin). A rank writes slot j%2
+// again for chunk j+2 only after every peer has taken the first step of
+// chunk j+1: within an all-reduce that is known without looking (each
+// rank waits for every peer's post), but after a broadcast, where a rank
+// waits for the root only, it must look.
 //
 // A rank's block (page-aligned, stageBlockSize bytes):
 //
@@ -67,6 +70,7 @@ type stageBlock struct {
 	sig    [2][2]*uint64
 	chunk  [2][]byte
 	stripe [2][]byte
+	slot   [2][]byte // chunk and stripe together (the copy collectives' room)
 }
 
 func stageBlockAt(mem []byte, off int) stageBlock {
@@ -79,6 +83,7 @@ func stageBlockAt(mem []byte, off int) stageBlock {
 		d := off + 3*cacheLine + s*stageSlotSize
 		b.chunk[s] = mem[d : d+StageChunk : d+StageChunk]
 		b.stripe[s] = mem[d+StageChunk : d+stageSlotSize : d+stageSlotSize]
+		b.slot[s] = mem[d : d+stageSlotSize : d+stageSlotSize]
 	}
 	return b
 }
@@ -86,10 +91,12 @@ func stageBlockAt(mem []byte, off int) stageBlock {
 // stage is a board's stage state.
 type stage struct {
 	blk    []stageBlock
-	chunks uint64   // chunks this rank has started
-	steps  uint64   // steps this rank has finished (its prog word)
-	srcs   [][]byte // the fold's sources, reused
-	mine   []byte   // this rank's share of its stripe, set aside when in place
+	chunks uint64    // chunks this rank has started
+	steps  uint64    // steps this rank has finished (its prog word)
+	first  [2]uint64 // the first step of the last chunk that used each slot
+	srcs   [][]byte  // the fold's sources, reused
+	mine   []byte    // this rank's share of its stripe, set aside when in place
+	own    []byte    // a reduce-scatter's piece of its own block, set aside when in place
 }
 
 // Fold reduces srcs (one per rank, in rank order, of equal length) into
@@ -133,9 +140,10 @@ func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, 
 // stageChunk runs one chunk of an all-reduce.
 func (b *Board) stageChunk(w *boardWait, send, recv []byte, fold Fold) error {
 	st := &b.st
-	j := st.chunks
-	st.chunks++
-	s := int(j & 1)
+	s, err := b.stageBegin(w)
+	if err != nil {
+		return err
+	}
 	me := &st.blk[b.me]
 	n := len(send)
 
@@ -147,9 +155,8 @@ func (b *Board) stageChunk(w *boardWait, send, recv []byte, fold Fold) error {
 	lo, hi := stripe(n, b.n, b.me)
 	kernel.CopyShared(me.chunk[s][:lo], send[:lo])
 	kernel.CopyShared(me.chunk[s][hi:n], send[hi:])
-	ws := packSig(w.sig)
-	*me.seq[s], *me.sig[s][0], *me.sig[s][1] = w.seq, ws[0], ws[1]
-	posted := st.steps + 1
+	b.stageHeader(w, s)
+	posted := st.first[s]
 	b.stageStep(posted)
 
 	for r := range b.n {
@@ -183,6 +190,31 @@ func (b *Board) stageChunk(w *boardWait, send, recv []byte, fold Fold) error {
 		copy(recv[lo:hi], st.blk[r].stripe[s][:hi-lo])
 	}
 	return nil
+}
+
+// stageBegin starts the next chunk: it returns its slot once every peer
+// is done with the chunk that used the slot last.
+func (b *Board) stageBegin(w *boardWait) (slot int, err error) {
+	st := &b.st
+	j := st.chunks
+	s := int(j & 1)
+	if j >= 2 {
+		prev := st.first[s^1]
+		for r := range b.n {
+			if r != b.me {
+				p := st.blk[r].prog
+				if err := w.until(r, true, func() bool { return atomic.LoadUint64(p) >= prev }); err != nil {
+					return s, err
+				}
+				if w.bad != nil {
+					return s, w.bad
+				}
+			}
+		}
+	}
+	st.chunks++
+	st.first[s] = st.steps + 1
+	return s, nil
 }
 
 // stageStep publishes that this rank has finished step n, and wakes the

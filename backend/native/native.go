@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/internal/bufpool"
+	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/turn"
 	"github.com/gocomm/comm/transport"
 )
@@ -91,6 +92,8 @@ type Comm struct {
 	// small collectives (board.go); turn then orders the collectives.
 	board *transport.Board
 	turn  turn.Turn
+	// manyPerCPU: the board's ranks outnumber the host's CPUs.
+	manyPerCPU bool
 	// sharedAllocs: this world has made a shared allocation (shared.go),
 	// so its stage all-reduces first ask whether their buffers are shared.
 	sharedAllocs atomic.Bool
@@ -114,6 +117,7 @@ func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
 	if h, ok := ep.(*transport.Hybrid); ok {
 		if c.board = h.Board(); c.board != nil {
 			c.board.SetWaitHook(c.waits.begin)
+			c.manyPerCPU = c.size > cpubind.HostCPUs()
 		}
 	}
 	return c

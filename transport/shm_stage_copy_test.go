@@ -1,0 +1,220 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestStageCopyCollectives runs broadcasts from every root, all-to-alls,
+// all-gathers and reduce-scatters (in place or not) of sizes around the
+// stage's chunk and its pieces, interleaved with
+// stage all-reduces and board exchanges, so that every kind follows every
+// other in both slots, on 2-5 ranks: every result is exact on every rank.
+func TestStageCopyCollectives(t *testing.T) {
+	sizes := []int{0, 8, 4096, 40000, stageCopyChunk - 64, stageCopyChunk, stageCopyChunk + 64, 3*stageCopyChunk + 1000}
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			ws := shmWorld(t, n)
+			ops := 5 * len(sizes)
+			errs := make(chan error, n)
+			var wg sync.WaitGroup
+			for r, w := range ws {
+				wg.Go(func() {
+					if err := stageCopyRank(t, w.Board(), r, n, ops, sizes); err != nil {
+						errs <- fmt.Errorf("rank %d: %v", r, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
+	seq := uint64(0)
+	for op := range ops {
+		size := sizes[op%len(sizes)] / 8 * 8
+		seq++
+		switch op % 5 {
+		case 0: // broadcast, then a board exchange
+			root := op % n
+			buf := make([]byte, size)
+			if r == root {
+				for i := 0; i < size; i += 8 {
+					binary.LittleEndian.PutUint64(buf[i:], stageWord(op, root, i/8))
+				}
+			}
+			if err := b.Broadcast(tctx(t), seq, boardTestSig(size), root, buf); err != nil {
+				return fmt.Errorf("op %d, broadcast of %d bytes from %d: %v", op, size, root, err)
+			}
+			for i := 0; i < size; i += 8 {
+				if got, want := binary.LittleEndian.Uint64(buf[i:]), stageWord(op, root, i/8); got != want {
+					return fmt.Errorf("op %d, broadcast of %d bytes from %d: word %d is %#x, want %#x", op, size, root, i/8, got, want)
+				}
+			}
+			seq++
+			if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {}); err != nil {
+				return fmt.Errorf("op %d (board): %v", op, err)
+			}
+		case 1: // all-to-all, in place every other time
+			blk := size / 8 * 8
+			send := make([]byte, n*blk)
+			for d := range n {
+				for i := 0; i < blk; i += 8 {
+					binary.LittleEndian.PutUint64(send[d*blk+i:], stageWord(op, r, d<<20|i/8))
+				}
+			}
+			recv := send
+			if op%2 == 0 {
+				recv = make([]byte, len(send))
+			}
+			if err := b.AllToAll(tctx(t), seq, boardTestSig(len(send)), send, recv); err != nil {
+				return fmt.Errorf("op %d, all-to-all of %d-byte blocks: %v", op, blk, err)
+			}
+			for q := range n {
+				for i := 0; i < blk; i += 8 {
+					if got, want := binary.LittleEndian.Uint64(recv[q*blk+i:]), stageWord(op, q, r<<20|i/8); got != want {
+						return fmt.Errorf("op %d, all-to-all of %d-byte blocks (in place %v): word %d of block %d is %#x, want %#x",
+							op, blk, op%2 == 1, i/8, q, got, want)
+					}
+				}
+			}
+		case 3: // all-gather, in place every other time
+			blk := size / 8 * 8
+			recv := make([]byte, n*blk)
+			send := make([]byte, blk)
+			if op%2 == 0 {
+				send = recv[r*blk : (r+1)*blk]
+			}
+			for i := 0; i < blk; i += 8 {
+				binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
+			}
+			if err := b.AllGather(tctx(t), seq, boardTestSig(blk), send, recv); err != nil {
+				return fmt.Errorf("op %d, all-gather of %d-byte blocks: %v", op, blk, err)
+			}
+			for q := range n {
+				for i := 0; i < blk; i += 8 {
+					if got, want := binary.LittleEndian.Uint64(recv[q*blk+i:]), stageWord(op, q, i/8); got != want {
+						return fmt.Errorf("op %d, all-gather of %d-byte blocks (in place %v): word %d of block %d is %#x, want %#x",
+							op, blk, op%2 == 0, i/8, q, got, want)
+					}
+				}
+			}
+		case 4: // reduce-scatter, into its own block of send every other time
+			blk := size / 8 * 8
+			send := make([]byte, n*blk)
+			for d := range n {
+				for i := 0; i < blk; i += 8 {
+					binary.LittleEndian.PutUint64(send[d*blk+i:], stageWord(op, r, d<<20|i/8))
+				}
+			}
+			recv := make([]byte, blk)
+			if op%2 == 0 {
+				recv = send[r*blk : (r+1)*blk]
+			}
+			if err := b.ReduceScatter(tctx(t), seq, boardTestSig(blk), send, recv, 8, plainSum); err != nil {
+				return fmt.Errorf("op %d, reduce-scatter of %d-byte blocks: %v", op, blk, err)
+			}
+			for i := 0; i < blk; i += 8 {
+				var want uint64
+				for q := range n {
+					want += stageWord(op, q, r<<20|i/8)
+				}
+				if got := binary.LittleEndian.Uint64(recv[i:]); got != want {
+					return fmt.Errorf("op %d, reduce-scatter of %d-byte blocks (in place %v): word %d is %#x, want %#x", op, blk, op%2 == 0, i/8, got, want)
+				}
+			}
+		case 2: // all-reduce
+			size = max(size, BoardBytes+8)
+			send := make([]byte, size)
+			for i := 0; i < size; i += 8 {
+				binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
+			}
+			recv := make([]byte, size)
+			if err := b.AllReduce(tctx(t), seq, boardTestSig(size), send, recv, 8, plainSum); err != nil {
+				return fmt.Errorf("op %d, all-reduce of %d bytes: %v", op, size, err)
+			}
+			if err := checkStageSums(recv, op, n); err != nil {
+				return fmt.Errorf("op %d, all-reduce of %d bytes: %v", op, size, err)
+			}
+		}
+	}
+	return nil
+}
+
+// plainSum folds little-endian uint64 words.
+func plainSum(dst []byte, srcs [][]byte) error {
+	for i := 0; i < len(dst); i += 8 {
+		var s uint64
+		for _, src := range srcs {
+			s += binary.LittleEndian.Uint64(src[i:])
+		}
+		binary.LittleEndian.PutUint64(dst[i:], s)
+	}
+	return nil
+}
+
+// TestStageCopyMismatch: a broadcast or all-to-all beside a peer that runs
+// another collective at the same sequence number fails with a
+// *MismatchError naming the peer, on the root of a broadcast as well,
+// instead of a wait or a silent success.
+func TestStageCopyMismatch(t *testing.T) {
+	size := 2 * stageCopyChunk
+	bcast := func(root int) func(ctx context.Context, b *Board) error {
+		return func(ctx context.Context, b *Board) error {
+			return b.Broadcast(ctx, 1, boardTestSig(size), root, make([]byte, size))
+		}
+	}
+	alltoall := func(ctx context.Context, b *Board) error {
+		return b.AllToAll(ctx, 1, boardTestSig(2*size), make([]byte, 2*size), make([]byte, 2*size))
+	}
+	allreduce := func(ctx context.Context, b *Board) error {
+		return b.AllReduce(ctx, 1, boardTestSig(size/2), make([]byte, size/2), make([]byte, size/2), 8, plainSum)
+	}
+	cases := []struct {
+		name        string
+		mine, other func(ctx context.Context, b *Board) error
+	}{
+		{"broadcast root beside an all-reduce", bcast(0), allreduce},
+		{"broadcast beside an all-reduce", bcast(1), allreduce},
+		{"broadcast beside an all-to-all", bcast(0), alltoall},
+		{"all-to-all beside an all-reduce", alltoall, allreduce},
+		{"all-gather beside a reduce-scatter", func(ctx context.Context, b *Board) error {
+			return b.AllGather(ctx, 1, boardTestSig(size), make([]byte, size), make([]byte, 2*size))
+		}, func(ctx context.Context, b *Board) error {
+			return b.ReduceScatter(ctx, 1, boardTestSig(size/2), make([]byte, size), make([]byte, size/2), 8, plainSum)
+		}},
+		{"broadcast beside another size", bcast(0), func(ctx context.Context, b *Board) error {
+			return b.Broadcast(ctx, 1, boardTestSig(size/2), 0, make([]byte, size/2))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := shmWorld(t, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			other := make(chan error, 1)
+			go func() { other <- c.other(ctx, ws[1].Board()) }()
+			err := c.mine(ctx, ws[0].Board())
+			var me *MismatchError
+			if !errors.As(err, &me) || me.Peer != 1 {
+				t.Fatalf("rank 0: %v, want a mismatch naming rank 1", err)
+			}
+			if err := <-other; !errors.As(err, &me) || me.Peer != 0 {
+				t.Fatalf("rank 1: %v, want a mismatch naming rank 0", err)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the mismatch took the context's whole time")
+			}
+		})
+	}
+}
