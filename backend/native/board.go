@@ -75,25 +75,18 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 // (Board.AllGather), a reduce-scatter of even counts
 // (Board.ReduceScatter); no algorithm forced, no user-defined op.
 func stageEligible(c *Comm, req *backend.Request) bool {
-	if req.Algorithm != algo.Auto || req.User != nil || c.cfg.Algorithms.For(req.Kind) != algo.Auto {
-		return false
-	}
+	var ok bool
 	switch req.Kind {
 	case backend.KindAllReduce:
-		return len(req.Recv) > boardAllReduceMax
+		ok = len(req.Recv) > boardAllReduceMax
 	case backend.KindBroadcast:
-		if c.manyPerCPU {
-			return len(req.Recv) >= stageBroadcastCrowdedMin
-		}
-		return len(req.Recv) >= stageBroadcastMin
-	case backend.KindAllToAll:
-		return len(req.Recv) > 0
+		ok = len(req.Recv) >= stageBroadcastMin || c.manyPerCPU && len(req.Recv) >= stageBroadcastCrowdedMin
+	case backend.KindAllToAll, backend.KindReduceScatter:
+		ok = len(req.Recv) > 0
 	case backend.KindAllGather:
-		return len(req.Send) > boardAllGatherMax
-	case backend.KindReduceScatter:
-		return len(req.Recv) > 0
+		ok = len(req.Send) > boardAllGatherMax
 	}
-	return false
+	return ok && req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
 }
 
 // stageBroadcastMin and stageBroadcastCrowdedMin are the smallest
