@@ -117,14 +117,13 @@ func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, 
 	if elem <= 0 || cacheLine%elem != 0 || len(send)%elem != 0 {
 		return fmt.Errorf("comm: transport: stage all-reduce of %d bytes in elements of %d", len(send), elem)
 	}
-	if err := b.hold(); err != nil {
+	// Peers waiting on the board for seq learn that this rank runs it
+	// here; peers on the stage match it by signature.
+	w, err := b.stageOpen(ctx, seq, sig)
+	if err != nil {
 		return err
 	}
 	defer b.e.mapMu.RUnlock()
-	// Peers waiting on the board for seq learn that this rank runs it
-	// here; peers on the stage match it by signature.
-	b.Enter(seq, sig)
-	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}
 	for off := 0; off < len(send) || off == 0; off += StageChunk {
 		end := min(off+StageChunk, len(send))
 		if err := b.stageChunk(&w, send[off:end], recv[off:end], fold); err != nil {

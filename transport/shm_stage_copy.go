@@ -9,9 +9,9 @@ import (
 )
 
 // The stage's copy collectives: broadcast, all-to-all, all-gather and
-// reduce-scatter of a world whose
-// ranks all share one host's segment, through the ranks' stage blocks, in
-// chunks numbered with the all-reduce's (shm_stage.go).
+// reduce-scatter of a world whose ranks all share one host's segment,
+// through the ranks' stage blocks, in chunks numbered with the
+// all-reduce's (shm_stage.go).
 //
 // A broadcast's root copies a chunk into its slot once, with stores that
 // bypass its cache, and every other rank copies it out: n copies of each
@@ -21,7 +21,9 @@ import (
 // against 15-23 for a memmove, 2026-11-28). An all-to-all's rank posts a
 // piece of every peer's block in its slot, and every rank copies its
 // pieces out of every peer's: two copies of each byte, with no pair of
-// ranks that must run at once as a ring's two ends must.
+// ranks that must run at once as a ring's two ends must. An all-gather
+// is an all-to-all whose rank posts one piece for every peer, a
+// reduce-scatter one that folds the pieces instead of copying them.
 
 // stageCopyChunk is the most a rank posts in its slot at a time in the
 // copy collectives: the all-reduce's chunk and stripe areas together.
@@ -42,12 +44,11 @@ func (b *Board) Broadcast(ctx context.Context, seq uint64, sig Signature, root i
 	if root < 0 || root >= b.n {
 		return fmt.Errorf("comm: transport: stage broadcast from rank %d of %d", root, b.n)
 	}
-	if err := b.hold(); err != nil {
+	w, err := b.stageOpen(ctx, seq, sig)
+	if err != nil {
 		return err
 	}
 	defer b.e.mapMu.RUnlock()
-	b.Enter(seq, sig)
-	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}
 	st := &b.st
 	me := &st.blk[b.me]
 	src := &st.blk[root]
@@ -105,48 +106,25 @@ func (b *Board) AllToAll(ctx context.Context, seq uint64, sig Signature, send, r
 	if len(send) != len(recv) || len(send)%b.n != 0 {
 		return fmt.Errorf("comm: transport: stage all-to-all of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
 	}
-	if err := b.hold(); err != nil {
+	w, err := b.stageOpen(ctx, seq, sig)
+	if err != nil {
 		return err
 	}
 	defer b.e.mapMu.RUnlock()
-	b.Enter(seq, sig)
-	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}
-	st := &b.st
-	me := &st.blk[b.me]
 	blk := len(send) / b.n
-	// A rank's piece for the peer d places after it is at (d-me-1) mod n
-	// pieces into its slot.
-	piece := stageCopyChunk / (b.n - 1) / cacheLine * cacheLine
-	at := func(from, to int) int { return (to - from - 1 + b.n) % b.n * piece }
-	for off := 0; off < blk || off == 0; off += piece {
-		m := min(piece, blk-off)
-		s, err := b.stageBegin(&w)
-		if err != nil {
-			return err
-		}
-		first := st.first[s]
-		for d := range b.n {
-			if d != b.me {
-				kernel.CopyShared(me.slot[s][at(b.me, d):][:m], send[d*blk+off:][:m])
-			}
-		}
-		b.stageHeader(&w, s)
-		b.stageStep(first)
+	return b.stageBlocks(&w, send, blk, func(s, off, m int) error {
 		own := b.me*blk + off
 		copy(recv[own:own+m], send[own:own+m])
 		for i := 1; i < b.n; i++ {
 			r := (b.me + i) % b.n
-			if err := b.stageWait(&w, r, s, first); err != nil {
+			p, err := b.peerPiece(&w, r, s, m)
+			if err != nil {
 				return err
 			}
-			copy(recv[r*blk+off:][:m], st.blk[r].slot[s][at(r, b.me):][:m])
+			copy(recv[r*blk+off:][:m], p)
 		}
-		b.stageStep(first + 1)
-		if off+m == blk {
-			break
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // AllGather runs the all-gather seq (of signature sig) of send into recv
@@ -164,12 +142,11 @@ func (b *Board) AllGather(ctx context.Context, seq uint64, sig Signature, send, 
 	if len(recv) != b.n*blk {
 		return fmt.Errorf("comm: transport: stage all-gather of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
 	}
-	if err := b.hold(); err != nil {
+	w, err := b.stageOpen(ctx, seq, sig)
+	if err != nil {
 		return err
 	}
 	defer b.e.mapMu.RUnlock()
-	b.Enter(seq, sig)
-	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}
 	st := &b.st
 	me := &st.blk[b.me]
 	for off := 0; off < blk || off == 0; off += stageCopyChunk {
@@ -218,48 +195,72 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, se
 	if elem <= 0 || cacheLine%elem != 0 || blk%elem != 0 {
 		return fmt.Errorf("comm: transport: stage reduce-scatter of %d-byte blocks in elements of %d", blk, elem)
 	}
-	if err := b.hold(); err != nil {
+	w, err := b.stageOpen(ctx, seq, sig)
+	if err != nil {
 		return err
 	}
 	defer b.e.mapMu.RUnlock()
-	b.Enter(seq, sig)
-	w := boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}
 	st := &b.st
-	me := &st.blk[b.me]
-	piece := stageCopyChunk / (b.n - 1) / cacheLine * cacheLine
-	at := func(from, to int) int { return (to - from - 1 + b.n) % b.n * piece }
 	own := send[b.me*blk : (b.me+1)*blk]
 	overlap := blk > 0 && overlaps(own, recv)
-	if overlap && len(st.own) < piece {
-		st.own = make([]byte, piece)
+	if overlap && len(st.own) < stagePiece(b.n) {
+		st.own = make([]byte, stagePiece(b.n))
 	}
-	for off := 0; off < blk || off == 0; off += piece {
-		m := min(piece, blk-off)
-		s, err := b.stageBegin(&w)
-		if err != nil {
-			return err
-		}
-		first := st.first[s]
-		for d := range b.n {
-			if d != b.me {
-				kernel.CopyShared(me.slot[s][at(b.me, d):][:m], send[d*blk+off:][:m])
-			}
-		}
-		b.stageHeader(&w, s)
-		b.stageStep(first)
+	return b.stageBlocks(&w, send, blk, func(s, off, m int) error {
 		st.srcs[b.me] = own[off : off+m]
 		if overlap {
 			st.srcs[b.me] = st.own[:copy(st.own, own[off:off+m])]
 		}
 		for r := range b.n {
 			if r != b.me {
-				if err := b.stageWait(&w, r, s, first); err != nil {
+				p, err := b.peerPiece(&w, r, s, m)
+				if err != nil {
 					return err
 				}
-				st.srcs[r] = st.blk[r].slot[s][at(r, b.me):][:m]
+				st.srcs[r] = p
 			}
 		}
-		if err := fold(recv[off:off+m], st.srcs); err != nil {
+		return fold(recv[off:off+m], st.srcs)
+	})
+}
+
+// stageOpen starts a stage collective: it holds the mapping (the caller
+// releases mapMu) and records that this rank runs seq on the stage.
+func (b *Board) stageOpen(ctx context.Context, seq uint64, sig Signature) (boardWait, error) {
+	if err := b.hold(); err != nil {
+		return boardWait{}, err
+	}
+	b.Enter(seq, sig)
+	return boardWait{b: b, ctx: ctx, seq: seq, sig: sig, stage: true}, nil
+}
+
+// stagePiece is how much of a slot a rank gives each of its n-1 peers
+// in AllToAll and ReduceScatter.
+func stagePiece(n int) int { return stageCopyChunk / (n - 1) / cacheLine * cacheLine }
+
+// stageBlocks runs the chunks of a collective in which rank d gets block
+// d (blk bytes) of every rank's send: in each chunk a rank posts its
+// piece of every peer's block (its piece for the peer d places after it
+// at (d-me-1) mod n pieces into its slot s), then take uses the chunk's
+// pieces (at off, m bytes each; peerPiece gives the peers').
+func (b *Board) stageBlocks(w *boardWait, send []byte, blk int, take func(s, off, m int) error) error {
+	st := &b.st
+	me := &st.blk[b.me]
+	piece := stagePiece(b.n)
+	for off := 0; off < blk || off == 0; off += piece {
+		m := min(piece, blk-off)
+		s, err := b.stageBegin(w)
+		if err != nil {
+			return err
+		}
+		first := st.first[s]
+		for i := 1; i < b.n; i++ {
+			d := (b.me + i) % b.n
+			kernel.CopyShared(me.slot[s][(i-1)*piece:][:m], send[d*blk+off:][:m])
+		}
+		b.stageHeader(w, s)
+		b.stageStep(first)
+		if err := take(s, off, m); err != nil {
 			return err
 		}
 		b.stageStep(first + 1)
@@ -268,6 +269,16 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, se
 		}
 	}
 	return nil
+}
+
+// peerPiece waits for rank r's post of slot s in stageBlocks, then
+// returns r's piece (m bytes) for this rank.
+func (b *Board) peerPiece(w *boardWait, r, s, m int) ([]byte, error) {
+	if err := b.stageWait(w, r, s, b.st.first[s]); err != nil {
+		return nil, err
+	}
+	i := (b.me - r - 1 + b.n) % b.n
+	return b.st.blk[r].slot[s][i*stagePiece(b.n):][:m], nil
 }
 
 // overlaps reports whether a and b (both non-empty) share memory.

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,22 +18,9 @@ func TestStageCopyCollectives(t *testing.T) {
 	sizes := []int{0, 8, 4096, 40000, stageCopyChunk - 64, stageCopyChunk, stageCopyChunk + 64, 3*stageCopyChunk + 1000}
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			ws := shmWorld(t, n)
-			ops := 5 * len(sizes)
-			errs := make(chan error, n)
-			var wg sync.WaitGroup
-			for r, w := range ws {
-				wg.Go(func() {
-					if err := stageCopyRank(t, w.Board(), r, n, ops, sizes); err != nil {
-						errs <- fmt.Errorf("rank %d: %v", r, err)
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
+			onEveryBoard(t, shmWorld(t, n), func(r int, b *Board) error {
+				return stageCopyRank(t, b, r, n, 5*len(sizes), sizes)
+			})
 		})
 	}
 }
@@ -151,18 +137,6 @@ func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
 	return nil
 }
 
-// plainSum folds little-endian uint64 words.
-func plainSum(dst []byte, srcs [][]byte) error {
-	for i := 0; i < len(dst); i += 8 {
-		var s uint64
-		for _, src := range srcs {
-			s += binary.LittleEndian.Uint64(src[i:])
-		}
-		binary.LittleEndian.PutUint64(dst[i:], s)
-	}
-	return nil
-}
-
 // TestStageCopyMismatch: a broadcast or all-to-all beside a peer that runs
 // another collective at the same sequence number fails with a
 // *MismatchError naming the peer, on the root of a broadcast as well,
@@ -199,22 +173,32 @@ func TestStageCopyMismatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ws := shmWorld(t, 2)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			other := make(chan error, 1)
-			go func() { other <- c.other(ctx, ws[1].Board()) }()
-			err := c.mine(ctx, ws[0].Board())
+			err, other := beside(t, c.mine, c.other)
 			var me *MismatchError
 			if !errors.As(err, &me) || me.Peer != 1 {
 				t.Fatalf("rank 0: %v, want a mismatch naming rank 1", err)
 			}
-			if err := <-other; !errors.As(err, &me) || me.Peer != 0 {
-				t.Fatalf("rank 1: %v, want a mismatch naming rank 0", err)
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the mismatch took the context's whole time")
+			if !errors.As(other, &me) || me.Peer != 0 {
+				t.Fatalf("rank 1: %v, want a mismatch naming rank 0", other)
 			}
 		})
 	}
+}
+
+// beside runs mine on rank 0 of a new 2-rank world and other on rank 1,
+// and returns their errors; it fails the test if they took the whole of
+// the 30 s they are given.
+func beside(t *testing.T, mine, other func(ctx context.Context, b *Board) error) (error, error) {
+	t.Helper()
+	ws := shmWorld(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	otherErr := make(chan error, 1)
+	go func() { otherErr <- other(ctx, ws[1].Board()) }()
+	err := mine(ctx, ws[0].Board())
+	err1 := <-otherErr
+	if ctx.Err() != nil {
+		t.Fatalf("the collectives took the context's whole time: %v; %v", err, err1)
+	}
+	return err, err1
 }

@@ -31,15 +31,20 @@ func sumWords(op int, lo int) Fold {
 		for i := range dst {
 			dst[i] = 0xa5
 		}
-		for i := 0; i < len(dst); i += 8 {
-			var s uint64
-			for _, src := range srcs {
-				s += binary.LittleEndian.Uint64(src[i:])
-			}
-			binary.LittleEndian.PutUint64(dst[i:], s)
-		}
-		return nil
+		return plainSum(dst, srcs)
 	}
+}
+
+// plainSum folds little-endian uint64 words.
+func plainSum(dst []byte, srcs [][]byte) error {
+	for i := 0; i < len(dst); i += 8 {
+		var s uint64
+		for _, src := range srcs {
+			s += binary.LittleEndian.Uint64(src[i:])
+		}
+		binary.LittleEndian.PutUint64(dst[i:], s)
+	}
+	return nil
 }
 
 func stageWord(op, rank, i int) uint64 { return uint64(op)<<40 | uint64(rank)<<32 | uint64(i) }
@@ -67,58 +72,64 @@ func TestStageAllReduce(t *testing.T) {
 	sizes := []int{BoardBytes + 8, 4096, 8200, 40000, StageChunk - 8, StageChunk, StageChunk + 8, 3*StageChunk + 1000}
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			ws := shmWorld(t, n)
 			ops := 4 * len(sizes)
-			errs := make(chan error, n)
-			var wg sync.WaitGroup
-			for r, w := range ws {
-				wg.Go(func() {
-					b := w.Board()
-					for op := range ops {
-						seq := uint64(2*op + 1)
-						// A board exchange between stage operations.
-						if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {}); err != nil {
-							errs <- fmt.Errorf("rank %d op %d (board): %v", r, op, err)
-							return
-						}
-						size := sizes[op%len(sizes)]
-						send := make([]byte, size)
-						for i := 0; i < size; i += 8 {
-							binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
-						}
-						recv := send
-						if op%2 == 1 {
-							recv = make([]byte, size)
-						}
-						// The fold checks the first word of each source against
-						// the stripe's start: find it from the chunk's bytes.
-						fold := func(dst []byte, srcs [][]byte) error {
-							lo := 0
-							for q, src := range srcs {
-								if q != r && len(src) >= 8 {
-									lo = int(binary.LittleEndian.Uint64(src)&0xffffffff) * 8
-									break
-								}
-							}
-							return sumWords(op, lo)(dst, srcs)
-						}
-						if err := b.AllReduce(tctx(t), seq+1, boardTestSig(size), send, recv, 8, fold); err != nil {
-							errs <- fmt.Errorf("rank %d op %d (%d bytes): %v", r, op, size, err)
-							return
-						}
-						if err := checkStageSums(recv, op, n); err != nil {
-							errs <- fmt.Errorf("rank %d op %d (%d bytes, in place %v): %v", r, op, size, op%2 == 0, err)
-							return
-						}
+			onEveryBoard(t, shmWorld(t, n), func(r int, b *Board) error {
+				for op := range ops {
+					seq := uint64(2*op + 1)
+					// A board exchange between stage operations.
+					if err := b.Exchange(tctx(t), seq, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {}); err != nil {
+						return fmt.Errorf("op %d (board): %v", op, err)
 					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
+					size := sizes[op%len(sizes)]
+					send := make([]byte, size)
+					for i := 0; i < size; i += 8 {
+						binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
+					}
+					recv := send
+					if op%2 == 1 {
+						recv = make([]byte, size)
+					}
+					// The fold checks the first word of each source against
+					// the stripe's start: find it from the chunk's bytes.
+					fold := func(dst []byte, srcs [][]byte) error {
+						lo := 0
+						for q, src := range srcs {
+							if q != r && len(src) >= 8 {
+								lo = int(binary.LittleEndian.Uint64(src)&0xffffffff) * 8
+								break
+							}
+						}
+						return sumWords(op, lo)(dst, srcs)
+					}
+					if err := b.AllReduce(tctx(t), seq+1, boardTestSig(size), send, recv, 8, fold); err != nil {
+						return fmt.Errorf("op %d (%d bytes): %v", op, size, err)
+					}
+					if err := checkStageSums(recv, op, n); err != nil {
+						return fmt.Errorf("op %d (%d bytes, in place %v): %v", op, size, op%2 == 0, err)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// onEveryBoard runs f on every rank's board of ws at once and fails the
+// test with every rank's error.
+func onEveryBoard(t *testing.T, ws []*Hybrid, f func(r int, b *Board) error) {
+	t.Helper()
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for r, w := range ws {
+		wg.Go(func() {
+			if err := f(r, w.Board()); err != nil {
+				errs[r] = fmt.Errorf("rank %d: %w", r, err)
 			}
 		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -165,37 +176,60 @@ func TestStageMismatch(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ws := shmWorld(t, 2)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			other := make(chan error, 1)
-			go func() { other <- c.other(ctx, ws[1].Board()) }()
-			err := ws[0].Board().AllReduce(ctx, 1, boardTestSig(big), make([]byte, big), make([]byte, big), 8, sumWords(0, 0))
+			err, other := beside(t, func(ctx context.Context, b *Board) error {
+				return b.AllReduce(ctx, 1, boardTestSig(big), make([]byte, big), make([]byte, big), 8, sumWords(0, 0))
+			}, c.other)
 			var me *MismatchError
 			if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != c.count {
 				t.Fatalf("rank 0 beside a rank that ran %s: %v, want a mismatch naming rank 1's count %d", c.name, err, c.count)
 			}
-			if ctx.Err() != nil {
-				t.Fatal("the mismatch took the context's whole time")
-			}
 			// Rank 1 learns of it as well, but for the rank that left.
-			if err := <-other; c.name != "elsewhere" && (!errors.As(err, &me) || me.Peer != 0) {
-				t.Fatalf("rank 1, which ran %s: %v, want a mismatch naming rank 0", c.name, err)
+			if c.name != "elsewhere" && (!errors.As(other, &me) || me.Peer != 0) {
+				t.Fatalf("rank 1, which ran %s: %v, want a mismatch naming rank 0", c.name, other)
 			}
 		})
 	}
 }
 
-// TestStageWaitEnds: a stage wait for a peer that never comes ends with
-// the context.
+// TestStageWaitEnds: a stage collective's wait for a peer that never
+// comes ends with the context, whichever step it waits in.
 func TestStageWaitEnds(t *testing.T) {
-	ws := shmWorld(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err := ws[0].Board().AllReduce(ctx, 1, boardTestSig(big()), make([]byte, big()), make([]byte, big()), 8, sumWords(0, 0))
-	var pe *PeerError
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 1 {
-		t.Fatalf("a wait for a rank that never came: %v, want the deadline, naming rank 1", err)
+	n := big()
+	ops := map[string]func(ctx context.Context, b *Board) error{
+		"all-reduce": func(ctx context.Context, b *Board) error {
+			return b.AllReduce(ctx, 1, boardTestSig(n), make([]byte, n), make([]byte, n), 8, sumWords(0, 0))
+		},
+		// The root of a one-chunk broadcast waits for the copies.
+		"broadcast root": func(ctx context.Context, b *Board) error {
+			return b.Broadcast(ctx, 1, boardTestSig(8), 0, make([]byte, 8))
+		},
+		"broadcast": func(ctx context.Context, b *Board) error {
+			return b.Broadcast(ctx, 1, boardTestSig(n), 1, make([]byte, n))
+		},
+		"broadcast chunks": func(ctx context.Context, b *Board) error {
+			return b.Broadcast(ctx, 1, boardTestSig(3*n), 0, make([]byte, 3*n))
+		},
+		"all-to-all": func(ctx context.Context, b *Board) error {
+			return b.AllToAll(ctx, 1, boardTestSig(n), make([]byte, n), make([]byte, n))
+		},
+		"all-gather": func(ctx context.Context, b *Board) error {
+			return b.AllGather(ctx, 1, boardTestSig(n), make([]byte, n), make([]byte, 2*n))
+		},
+		"reduce-scatter": func(ctx context.Context, b *Board) error {
+			return b.ReduceScatter(ctx, 1, boardTestSig(n), make([]byte, 2*n), make([]byte, n), 8, plainSum)
+		},
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			ws := shmWorld(t, 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := op(ctx, ws[0].Board())
+			var pe *PeerError
+			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 1 {
+				t.Fatalf("a wait for a rank that never came: %v, want the deadline, naming rank 1", err)
+			}
+		})
 	}
 }
 
