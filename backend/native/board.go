@@ -50,7 +50,7 @@ const (
 // reduce, broadcast, all-gather and barrier, up to their limits above,
 // no algorithm forced, no user-defined op.
 func boardEligible(c *Comm, req *backend.Request) bool {
-	if req.Algorithm != algo.Auto || req.User != nil || c.cfg.Algorithms.For(req.Kind) != algo.Auto {
+	if !unforced(c, req) {
 		return false
 	}
 	switch req.Kind {
@@ -86,7 +86,14 @@ func stageEligible(c *Comm, req *backend.Request) bool {
 	case backend.KindAllGather:
 		ok = len(req.Send) > boardAllGatherMax
 	}
-	return ok && req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
+	return ok && unforced(c, req)
+}
+
+// unforced reports whether req leaves the schedule to gocomm: no
+// algorithm forced, by the call or the configuration, and no user-defined
+// op (the board and the stage fold with the kernels).
+func unforced(c *Comm, req *backend.Request) bool {
+	return req.Algorithm == algo.Auto && req.User == nil && c.cfg.Algorithms.For(req.Kind) == algo.Auto
 }
 
 // stageBroadcastMin and stageBroadcastCrowdedMin are the smallest
