@@ -135,9 +135,7 @@ func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*H
 	}
 	hostOf, local := groupHosts(ids, o.Rank)
 	if len(local) > cpubind.HostCPUs() {
-		// Ranks outnumber cores: a polling reader takes a core from a
-		// rank with work to do.
-		t.noReadSpin()
+		t.crowd()
 	}
 	e := newHybrid(t, hostOf, o.CloseTimeout)
 	if opts.Transport == TransportSHM && len(local) != o.Size {

@@ -279,6 +279,12 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	if r == nil {
 		return from, n, err
 	}
+	return mb.wait(ctx, r)
+}
+
+// wait is the second half of recvMode: it waits until the receive r from
+// startRecvMode is done, or withdraws it when ctx ends first.
+func (mb *mailbox) wait(ctx context.Context, r *recvOp) (from, n int, err error) {
 	select {
 	case <-r.done:
 		return r.from, r.n, r.err

@@ -24,12 +24,15 @@ type TCP struct {
 	maxFragment int           // largest data fragment accepted
 	closeWait   time.Duration // bound for goodbye/abort writes and lingering
 	readSpin    atomic.Int64  // TCPOptions.ReadSpin in nanoseconds; readers load it
-	mb          *mailbox
-	conns       []*tcpConn // by rank; nil at this rank; fixed after connect
-	closedCh    chan struct{}
-	wg          sync.WaitGroup // readers and abort writers
-	abortWG     sync.WaitGroup // abort writers alone
-	notices     waitNotices    // see WaitNotifier
+	// yieldWait is how long a receive yields the CPU while it waits for
+	// its peer's bytes before it parks (crowd); 0: it parks at once.
+	yieldWait atomic.Int64
+	mb        *mailbox
+	conns     []*tcpConn // by rank; nil at this rank; fixed after connect
+	closedCh  chan struct{}
+	wg        sync.WaitGroup // readers and abort writers
+	abortWG   sync.WaitGroup // abort writers alone
+	notices   waitNotices    // see WaitNotifier
 
 	mu        sync.Mutex    // protects following
 	closing   bool          // Close started
@@ -53,6 +56,7 @@ type tcpConn struct {
 	iov        [][]byte         // guarded by writeLock
 	bufs       net.Buffers      // guarded by writeLock: iov's rest, written the blocking way
 	fast       *connWriter      // guarded by writeLock: the non-blocking first write; nil if none
+	probe      *readProbe       // whether the socket has bytes to read (crowd); nil if it cannot tell
 	readerDone chan struct{}
 	wake       func()       // interruptRead, made once: recvOp.wake of the receives this reader writes
 	gotGoodbye bool         // reader goroutine only
@@ -98,6 +102,7 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin), readBufSize),
 			writeLock:  make(chan struct{}, 1),
 			fast:       newConnWriter(nc),
+			probe:      newReadProbe(nc),
 			sendFrag:   min(maxFragment, peerFrag[p]),
 			readerDone: make(chan struct{}),
 		}
@@ -267,11 +272,30 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
 		return -1, err
 	}
-	from, err := t.mb.recv(ctx, peer, h, buf)
+	from, _, err := t.recvMode(ctx, peer, h, buf, false)
 	if err != nil {
 		t.flushAbort()
 	}
 	return from, err
+}
+
+// recvMode is the mailbox's recvMode with, on a crowded host (crowd), the
+// wait of a receive from one peer begun by yielding the CPU until the
+// peer's bytes are in the socket: the receive's goroutine keeps its
+// thread awake, so the reader that parked in the network poller is
+// picked up by this thread's next look at the poller instead of a
+// thread woken by the kernel (figures at crowdedYieldWait).
+func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (from, n int, err error) {
+	d := t.yieldWait.Load()
+	if d == 0 || peer == AnySource || t.conns[peer] == nil || t.conns[peer].probe == nil {
+		return t.mb.recvMode(ctx, peer, h, buf, upTo)
+	}
+	r, from, n, err := t.mb.startRecvMode(ctx, peer, h, buf, upTo, nil)
+	if r == nil {
+		return from, n, err
+	}
+	t.conns[peer].yieldUntilReadable(ctx, r, &t.mb.hasFailed, d)
+	return t.mb.wait(ctx, r)
 }
 
 // Abort fails every pending and later operation with an *AbortError
@@ -580,9 +604,16 @@ func (t *TCP) peerLost(peer int, cause error) { t.connLost(t.conns[peer], cause)
 // the same one (so that receives match across both, and fail together).
 func (t *TCP) mailbox() *mailbox { return t.mb }
 
-// noReadSpin turns off polling an empty socket before sleeping
-// (TCPOptions.ReadSpin), for ranks that outnumber the host's cores.
-func (t *TCP) noReadSpin() { t.readSpin.Store(0) }
+// crowd sets the endpoint up for ranks that outnumber the host's cores:
+// readers park at once (no TCPOptions.ReadSpin), since a polling reader
+// takes a core from a rank with work to do, and a receive yields the CPU
+// while it waits (crowdedYieldWait) instead.
+func (t *TCP) crowd() {
+	t.readSpin.Store(0)
+	if pollingReads {
+		t.yieldWait.Store(int64(crowdedYieldWait))
+	}
+}
 
 func (t *TCP) isClosing() bool {
 	t.mu.Lock()

@@ -3,6 +3,7 @@
 package transport
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync/atomic"
@@ -27,3 +28,20 @@ type connWriter struct{}
 func newConnWriter(net.Conn) *connWriter { return nil }
 
 func (w *connWriter) tryWrite([][]byte) int { return 0 }
+
+// readProbe tells whether a connection has bytes to read
+// (tcp_poll_linux.go); here there is none, and TCP.crowd leaves receives
+// to park at once.
+type readProbe struct{}
+
+func newReadProbe(net.Conn) *readProbe { return nil }
+
+// readable reports true: with no probe, there is no telling.
+func (*readProbe) readable() bool { return true }
+
+// crowdedYieldWait is unused here (pollingReads is false).
+const crowdedYieldWait = 0
+
+func (c *tcpConn) yieldUntilReadable(context.Context, *recvOp, *atomic.Bool, int64) yieldEnd {
+	return yieldTimeout
+}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -50,5 +51,153 @@ func TestPollingReader(t *testing.T) {
 			t.Fatalf("spin %v: read %q, %v; want \"nowlater\" then EOF", spin, got, err)
 		}
 		r.Close()
+	}
+}
+
+// TestReadProbe: the probe of a crowded host's receive says whether the
+// socket has bytes without taking them, and counts a hang-up as
+// something to read; builds without polling reads have none.
+func TestReadProbe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p := newReadProbe(r)
+	if !pollingReads {
+		if p != nil {
+			t.Fatalf("newReadProbe = %v in a build without polling reads, want nil", p)
+		}
+		return
+	}
+	if p.readable() {
+		t.Fatal("readable() on a socket nobody wrote to")
+	}
+	w.Write([]byte("x"))
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.readable() {
+		if time.Now().After(deadline) {
+			t.Fatal("readable() still false 5s after the peer wrote a byte")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var b [2]byte
+	if n, err := r.Read(b[:]); n != 1 || b[0] != 'x' || err != nil {
+		t.Fatalf("read after the probe: %q, %v; want the byte the probe saw", b[:n], err)
+	}
+	if p.readable() {
+		t.Fatal("readable() after the byte was read")
+	}
+	w.Close()
+	for !p.readable() {
+		if time.Now().After(deadline) {
+			t.Fatal("readable() still false 5s after the peer hung up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCrowdedReceive: on a crowded host (TCP.crowd) a receive yields until
+// its peer's bytes are in the socket, then takes the message as any
+// receive does; it stops yielding when its context ends, when the
+// endpoint fails, and after the bound, and a message that comes later
+// still arrives (the receive parks like any other).
+func TestCrowdedReceive(t *testing.T) {
+	if !pollingReads {
+		t.Skip("no yielding receives in a build without polling reads (not Linux, or gocomm_portable)")
+	}
+	tcps, err := connectTCPWorld(2, func(o *TCPOptions) { o.Prefix = t.Name() })
+	asWorld(t, tcps, err)
+	a, b := tcps[0], tcps[1]
+	b.crowd()
+	if got := time.Duration(b.yieldWait.Load()); got != crowdedYieldWait || b.readSpin.Load() != 0 {
+		t.Fatalf("after crowd: yield wait %v, read spin %v; want %v and 0", got, time.Duration(b.readSpin.Load()), crowdedYieldWait)
+	}
+	ctx := tctx(t)
+	c := b.conns[0]
+	seq := uint64(0)
+	post := func(ctx context.Context, n int) (*recvOp, Header) {
+		t.Helper()
+		seq++
+		h := Header{Comm: 1, Seq: seq, Sig: sig(uint64(n))}
+		r, _, _, err := b.mb.startRecvMode(ctx, 0, h, make([]byte, n), false, nil)
+		if r == nil || err != nil {
+			t.Fatalf("posting receive %d: %v, %v; want a posted receive", seq, r, err)
+		}
+		return r, h
+	}
+
+	// The peer's bytes come while the receive yields.
+	r, h := post(ctx, 8)
+	go func() {
+		time.Sleep(2 * time.Millisecond)
+		a.Send(ctx, 1, h, []byte("01234567"))
+	}()
+	if end := c.yieldUntilReadable(ctx, r, &b.mb.hasFailed, int64(time.Minute)); end != yieldReadable && end != yieldDone {
+		t.Fatalf("yield ended with %d, want readable (%d) or done (%d)", end, yieldReadable, yieldDone)
+	}
+	if from, n, err := b.mb.wait(ctx, r); from != 0 || n != 8 || err != nil || string(r.buf) != "01234567" {
+		t.Fatalf("after yielding: from %d, %d bytes %q, %v; want 8 bytes from 0", from, n, r.buf, err)
+	}
+
+	// Nothing comes: the bound ends the yield, then the context.
+	r, _ = post(ctx, 8)
+	if end := c.yieldUntilReadable(ctx, r, &b.mb.hasFailed, int64(time.Millisecond)); end != yieldTimeout {
+		t.Fatalf("yield with nothing sent ended with %d, want the bound (%d)", end, yieldTimeout)
+	}
+	short, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+	if end := c.yieldUntilReadable(short, r, &b.mb.hasFailed, int64(time.Minute)); end != yieldCtx {
+		t.Fatalf("yield whose context ended: %d, want %d", end, yieldCtx)
+	}
+	cancel()
+	if !b.mb.cancelRecv(r) {
+		t.Fatal("a receive nothing was sent to was not withdrawn")
+	}
+
+	// Through Recv and RecvUpTo: a message that comes at once, and one
+	// that comes long after the bound.
+	for _, delay := range []time.Duration{0, 20 * crowdedYieldWait} {
+		seq++
+		h := Header{Comm: 1, Seq: seq, Sig: sig(4)}
+		go func() {
+			time.Sleep(delay)
+			a.Send(ctx, 1, h, []byte("abcd"))
+		}()
+		buf := make([]byte, 4)
+		if from, err := b.Recv(ctx, 0, h, buf); from != 0 || err != nil || string(buf) != "abcd" {
+			t.Fatalf("Recv, sent after %v: from %d, %q, %v", delay, from, buf, err)
+		}
+		seq++
+		hs := Header{Comm: 1, Seq: seq, Sig: sig(4)}
+		go func() {
+			time.Sleep(delay)
+			a.Send(ctx, 1, hs, []byte("efg"))
+		}()
+		buf = make([]byte, 8)
+		if from, n, err := b.RecvUpTo(ctx, 0, hs, buf); from != 0 || n != 3 || err != nil || string(buf[:n]) != "efg" {
+			t.Fatalf("RecvUpTo, sent after %v: from %d, %q, %v", delay, from, buf[:n], err)
+		}
+	}
+
+	// The endpoint fails while a receive yields.
+	r, _ = post(ctx, 8)
+	go func() {
+		time.Sleep(2 * time.Millisecond)
+		b.mb.fail(ErrClosed)
+	}()
+	if end := c.yieldUntilReadable(ctx, r, &b.mb.hasFailed, int64(time.Minute)); end != yieldFailed && end != yieldDone {
+		t.Fatalf("yield of a failed endpoint ended with %d, want failed (%d) or done (%d)", end, yieldFailed, yieldDone)
+	}
+	if _, _, err := b.mb.wait(ctx, r); err == nil {
+		t.Fatal("a receive of a failed endpoint succeeded")
 	}
 }
