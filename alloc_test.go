@@ -77,15 +77,17 @@ func TestSmallOpsDoNotAllocate(t *testing.T) {
 	}
 }
 
-// TestSmallTCPOpsAllocateLittle: over TCP a small all-reduce allocates
-// 10 objects on its 2 ranks together (46 before the writes, the reader
-// and the mailbox queues stopped allocating per message). What is left,
-// per rank: the receive's record and channel, the arriving message's
-// record, and the operation context's Done channel and timer, which the
-// receive's blocking wait asks for.
-func TestSmallTCPOpsAllocateLittle(t *testing.T) {
+// TestSmallTCPOpsDoNotAllocate: over TCP a small all-reduce allocates
+// nothing either (46 objects on its 2 ranks together before the writes,
+// the reader and the mailbox queues stopped allocating per message; 10
+// before the receive's record, its channel, the arriving message's
+// records and buffer, and the operation context's channel and timer were
+// recycled). Fresh heap memory page-faults: until the first garbage
+// collection, a tenth of 2-rank 8-byte all-reduces took 35 us instead of
+// 12.
+func TestSmallTCPOpsDoNotAllocate(t *testing.T) {
 	if raceEnabled {
-		runWithoutRace(t, "TestSmallTCPOpsAllocateLittle")
+		runWithoutRace(t, "TestSmallTCPOpsDoNotAllocate")
 		return
 	}
 	f := factories()[1]
@@ -102,18 +104,17 @@ func TestSmallTCPOpsAllocateLittle(t *testing.T) {
 		}
 	}
 	// Both ranks' allocations count.
-	const want = 10
 	var counts []float64
 	for range 5 {
 		allocs, err := countAllocs(run, 200)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if counts = append(counts, allocs); allocs <= want {
+		if counts = append(counts, allocs); allocs == 0 {
 			return
 		}
 	}
-	t.Errorf("%v allocations per all-reduce on 2 ranks over TCP (in each of %d windows), want at most %d", counts, len(counts), want)
+	t.Errorf("%v allocations per all-reduce on 2 ranks over TCP (in each of %d windows), want 0", counts, len(counts))
 }
 
 // countAllocs counts the allocations per call of rank 0's runs calls of

@@ -76,16 +76,18 @@ func TestOpContextParent(t *testing.T) {
 	o.release()
 }
 
-// A context whose Done channel was taken is not reused: whoever watches
-// it sees it cancelled, never another operation's state.
+// A context whose Done channel something outside the operation may
+// watch (a derived context, context.AfterFunc) is not reused: whoever
+// watches it sees it cancelled, never another operation's state.
 func TestOpContextReleasedWhileWatched(t *testing.T) {
 	o := withOpTimeout(context.Background(), time.Hour)
-	done := o.Done()
+	child, stop := context.WithCancel(o)
+	defer stop()
 	o.release()
 	select {
-	case <-done:
-	default:
-		t.Fatal("a released context's Done is still open")
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a context derived from a released one is not cancelled")
 	}
 	if o.Err() == nil {
 		t.Error("a released context reports no error")
@@ -97,6 +99,61 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 		}
 		p.release()
 	}
+}
+
+// A context whose channel only the operation took keeps the channel and
+// the timer for the next operation, whose deadline they serve; one whose
+// timer fired is not reused.
+func TestOpContextReusesChannelAndTimer(t *testing.T) {
+	o := &opContext{parent: context.Background(), timeout: time.Hour}
+	done := o.Done()
+	timer := o.timer
+	if !o.recycle() {
+		t.Fatal("a context whose channel only its operation took is not reused")
+	}
+	select {
+	case <-done:
+		t.Fatal("the channel of a context released unwatched was closed")
+	default:
+	}
+	// The next operation, as withOpTimeout starts it.
+	o.parent, o.timeout = context.Background(), 20*time.Millisecond
+	if o.Err() != nil {
+		t.Fatalf("a reused context starts with error %v", o.Err())
+	}
+	if got := o.Done(); got != done || o.timer != timer {
+		t.Fatal("a reused context made a new channel or timer")
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reused timer did not end the next operation at its deadline")
+	}
+	if !errors.Is(o.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err = %v, want DeadlineExceeded", o.Err())
+	}
+	if o.recycle() {
+		t.Fatal("a context whose deadline passed is reused")
+	}
+}
+
+// A timer stopped by release never ends a later operation: the reused
+// context of an operation that outlives the first's deadline stays live.
+func TestOpContextStaleTimer(t *testing.T) {
+	o := &opContext{parent: context.Background(), timeout: 30 * time.Millisecond}
+	o.Done()
+	if !o.recycle() {
+		t.Fatal("a context whose channel only its operation took is not reused")
+	}
+	o.parent, o.timeout = context.Background(), time.Hour
+	done := o.Done()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("the first operation's deadline ended the second (%v)", o.Err())
+	default:
+	}
+	o.recycle()
 }
 
 // context.AfterFunc on an op's context registers with it (no goroutine

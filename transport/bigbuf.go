@@ -10,12 +10,19 @@ import (
 // (see recSingle and pooledMin). Fresh memory costs a page fault per page
 // on first touch, which on a VM is slower than the copy itself; recycled
 // buffers are already mapped.
+// Buffers of up to smallMax bytes, for small messages that arrive
+// before their receive, come from a pool of their own: a loop of small
+// operations would otherwise allocate one per operation, and fresh heap
+// memory page-faults there too (8-byte all-reduce over TCP, 2 ranks: a
+// tenth of the operations took 35 us instead of 12 until the first
+// garbage collection let the heap be reused).
 const (
 	bigMinShift = 20 // the smallest class: 1 MiB
 	bigClasses  = 11 // up to 1 GiB
+	smallMax    = 4 << 10
 )
 
-var bigPool bufpool.Pool
+var bigPool, smallPool bufpool.Pool
 
 // bigClass returns the class of a buffer of n bytes, or -1.
 func bigClass(n int) int {
@@ -30,8 +37,11 @@ func bigClass(n int) int {
 }
 
 // getBig returns a buffer of n bytes (contents undefined) whose capacity
-// is n rounded up to a power of two of at least 1 MiB.
+// is n rounded up to a power of two: of at least 1 MiB, or up to smallMax.
 func getBig(n int) []byte {
+	if n > 0 && n <= smallMax {
+		return smallPool.Get(n)
+	}
 	c := bigClass(n)
 	if c < 0 {
 		return make([]byte, n)
@@ -41,6 +51,10 @@ func getBig(n int) []byte {
 
 // putBig recycles a buffer from getBig; others are left to the GC.
 func putBig(b []byte) {
+	if cap(b) <= smallMax {
+		smallPool.Put(b)
+		return
+	}
 	if c := bigClass(cap(b)); c >= 0 && cap(b) == 1<<(c+bigMinShift) {
 		bigPool.Put(b)
 	}

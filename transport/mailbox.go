@@ -35,7 +35,16 @@ type recvOp struct {
 	peer int // sender rank or AnySource
 	h    Header
 	buf  []byte
-	done chan struct{} // closed once state is recvDone
+	// done is closed once state is recvDone. A quiet receive (TCP.recvMode)
+	// has none until its owner must block (mailbox.doneChan): most wait
+	// by polling finished, and a channel per receive was an allocation
+	// per small operation.
+	done chan struct{}
+	// finished is set once state is recvDone, after from, n and err.
+	finished atomic.Bool
+	// quiet: the receive is TCP.recvMode's own, recycled once done
+	// (mailbox.recycle) unless its channel was made.
+	quiet bool
 	// upTo: the message may be shorter than buf (RecvUpTo); its signature
 	// must match h.Sig in all but Count.
 	upTo bool
@@ -78,6 +87,13 @@ type inflightMsg struct {
 	r       *recvOp     // guarded by mailbox.mu
 	wake    func()      // the reader's (recvOp.wake), for the receive that claims it
 }
+
+// Recycled message records: a loop of small operations over TCP queues a
+// message or two per operation.
+var (
+	messages     = sync.Pool{New: func() any { return new(message) }}
+	inflightMsgs = sync.Pool{New: func() any { return new(inflightMsg) }}
+)
 
 // message is a fully arrived message nobody has received yet.
 type message struct {
@@ -127,14 +143,16 @@ type mailbox struct {
 	byKey  map[msgKey]*keyQueue
 	bySeq  map[seqKey]*seqQueue // Seq != 0 only
 	// Emptied queues kept for reuse: a loop of small operations makes
-	// and drops a queue or two per message.
-	freeKQ   []*keyQueue
-	freeSQ   []*seqQueue
-	claimed  map[*recvOp]struct{}
-	inflight map[msgKey][]*inflightMsg // arriving into fresh buffers (TCP)
-	gone     []bool                    // peer said goodbye
-	nGone    int
-	lastGone int // the peer whose goodbye came last
+	// and drops a queue or two per message. So are quiet receives.
+	freeKQ    []*keyQueue
+	freeSQ    []*seqQueue
+	freeRecvs []*recvOp
+	freeLists [][]*inflightMsg // emptied lists of inflight
+	claimed   map[*recvOp]struct{}
+	inflight  map[msgKey][]*inflightMsg // arriving into fresh buffers (TCP)
+	gone      []bool                    // peer said goodbye
+	nGone     int
+	lastGone  int // the peer whose goodbye came last
 	// inOrder marks peers whose messages travel apart from their goodbye
 	// (shared-memory rings beside a TCP connection): their goodbye counts
 	// only when it arrives in order with the messages (peerGoneInOrder);
@@ -263,7 +281,41 @@ func (mb *mailbox) finishLocked(r *recvOp, err error) {
 	r.state = recvDone
 	r.from = -1
 	r.err = err
-	close(r.done)
+	r.markDone()
+}
+
+// markDone tells r's owner that r is done, with mailbox.mu held. Once
+// finished is set, the owner may recycle r: it is not touched after.
+func (r *recvOp) markDone() {
+	done := r.done
+	r.finished.Store(true)
+	if done != nil {
+		close(done)
+	}
+}
+
+// isDone reports whether r is done (its result is set).
+func (r *recvOp) isDone() bool { return r.finished.Load() }
+
+// closedChan is the done channel of a quiet receive that was done before
+// its owner asked for one.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// doneChan returns r's done channel, making it for a quiet receive.
+func (mb *mailbox) doneChan(r *recvOp) <-chan struct{} {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if r.done == nil {
+		if r.state == recvDone {
+			return closedChan
+		}
+		r.done = make(chan struct{})
+	}
+	return r.done
 }
 
 // recv is Endpoint.Recv on top of the mailbox; peer has been validated.
@@ -282,18 +334,57 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 	return mb.wait(ctx, r)
 }
 
+// maxFreeRecvs bounds the quiet receives kept for reuse.
+const maxFreeRecvs = 64
+
+// recycle keeps a quiet receive that its owner is done with for the next
+// one, unless its channel was made (it may be watched still) or it was
+// never quiet.
+func (mb *mailbox) recycle(r *recvOp) {
+	if !r.quiet || r.done != nil {
+		return
+	}
+	*r = recvOp{quiet: true}
+	mb.mu.Lock()
+	if len(mb.freeRecvs) < maxFreeRecvs {
+		mb.freeRecvs = append(mb.freeRecvs, r)
+	}
+	mb.mu.Unlock()
+}
+
+// newRecvLocked returns a receive, quiet (from the free list, without a
+// channel) or not.
+func (mb *mailbox) newRecvLocked(quiet bool) *recvOp {
+	if !quiet {
+		return &recvOp{done: make(chan struct{})}
+	}
+	if n := len(mb.freeRecvs); n > 0 {
+		r := mb.freeRecvs[n-1]
+		mb.freeRecvs[n-1] = nil
+		mb.freeRecvs = mb.freeRecvs[:n-1]
+		return r
+	}
+	return &recvOp{quiet: true}
+}
+
 // wait is the second half of recvMode: it waits until the receive r from
 // startRecvMode is done, or withdraws it when ctx ends first.
 func (mb *mailbox) wait(ctx context.Context, r *recvOp) (from, n int, err error) {
+	if r.isDone() {
+		// Without asking ctx for its Done channel, which an operation's
+		// context makes (a channel and a timer) on demand.
+		return r.from, r.n, r.err
+	}
+	done := mb.doneChan(r)
 	select {
-	case <-r.done:
+	case <-done:
 		return r.from, r.n, r.err
 	case <-ctx.Done():
 	}
 	if mb.cancelRecv(r) {
 		return -1, 0, ctx.Err()
 	}
-	<-r.done
+	<-done
 	from, err = r.result(ctx)
 	return from, r.n, err
 }
@@ -307,6 +398,12 @@ func (mb *mailbox) wait(ctx context.Context, r *recvOp) (from, n int, err error)
 // With a non-nil sink the message's bytes go to sink instead of buf
 // (recvOp.sink); buf then only gives the length.
 func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte)) (r *recvOp, from, n int, err error) {
+	return mb.startRecv(ctx, peer, h, buf, upTo, sink, false)
+}
+
+// startRecv is startRecvMode, with a quiet receive (see recvOp.quiet) if
+// quiet is set.
+func (mb *mailbox) startRecv(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte), quiet bool) (r *recvOp, from, n int, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, -1, 0, err
 	}
@@ -346,7 +443,10 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 			if m.pooled {
 				putBig(m.data)
 			}
-			return nil, m.from, len(m.data), nil
+			from, n := m.from, len(m.data)
+			*m = message{}
+			messages.Put(m)
+			return nil, from, n, nil
 		}
 	}
 	if peer != AnySource && mb.gone[peer] {
@@ -362,7 +462,8 @@ func (mb *mailbox) startRecvMode(ctx context.Context, peer int, h Header, buf []
 		mb.mu.Unlock()
 		return nil, -1, 0, err
 	}
-	r = &recvOp{peer: peer, h: h, buf: buf, done: make(chan struct{}), upTo: upTo, sink: sink}
+	r = mb.newRecvLocked(quiet)
+	r.peer, r.h, r.buf, r.upTo, r.sink = peer, h, buf, upTo, sink
 	if im := mb.handoffLocked(key, peer, &h, len(buf), upTo); im != nil {
 		r.state = recvClaimed
 		r.from = im.from
@@ -516,6 +617,9 @@ func (mb *mailbox) takeInflightLocked(im *inflightMsg) *recvOp {
 	if len(list) == 0 {
 		delete(mb.inflight, key)
 		mb.noteSizeLocked()
+		if cap(list) > 0 && len(mb.freeLists) < maxFreeQueues {
+			mb.freeLists = append(mb.freeLists, list[:0])
+		}
 	} else {
 		mb.inflight[key] = list
 	}
@@ -538,9 +642,18 @@ func (mb *mailbox) arriveStream(from int, h Header, n int, wake func()) (*recvOp
 	if what != arriveQueue {
 		return r, nil, what
 	}
-	im := &inflightMsg{from: from, h: h, n: n, wake: wake}
+	im := inflightMsgs.Get().(*inflightMsg)
+	im.from, im.h, im.n, im.wake = from, h, n, wake
 	key := keyOf(&h)
-	mb.inflight[key] = append(mb.inflight[key], im)
+	list := mb.inflight[key]
+	if list == nil {
+		if n := len(mb.freeLists); n > 0 {
+			list = mb.freeLists[n-1]
+			mb.freeLists[n-1] = nil
+			mb.freeLists = mb.freeLists[:n-1]
+		}
+	}
+	mb.inflight[key] = append(list, im)
 	mb.noteSizeLocked()
 	return nil, im, what
 }
@@ -553,10 +666,18 @@ func (mb *mailbox) takeHandoff(im *inflightMsg) *recvOp {
 	return mb.takeInflightLocked(im)
 }
 
-// deliverInflight delivers a fully collected in-flight message.
+// deliverInflight delivers a fully collected in-flight message. im is
+// recycled: the caller must drop it.
 func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte, pooled bool) {
 	mb.mu.Lock()
-	if r := mb.takeInflightLocked(im); r != nil {
+	r := mb.takeInflightLocked(im)
+	from, h := im.from, im.h
+	// Unregistered, im is the caller's alone (a receive that claimed it
+	// kept no pointer to it).
+	im.r, im.wake = nil, nil
+	im.handoff.Store(false)
+	inflightMsgs.Put(im)
+	if r != nil {
 		mb.mu.Unlock()
 		r.put(0, data)
 		mb.complete(r)
@@ -565,7 +686,7 @@ func (mb *mailbox) deliverInflight(im *inflightMsg, data []byte, pooled bool) {
 		}
 		return
 	}
-	mb.deliverLocked(im.from, im.h, data, pooled)
+	mb.deliverLocked(from, h, data, pooled)
 }
 
 // dropInflight ends an in-flight message whose connection failed; the
@@ -789,7 +910,8 @@ func (mb *mailbox) deliverLocked(from int, h Header, data []byte, pooled bool) {
 	r, what := mb.matchLocked(from, &h, len(data))
 	switch what {
 	case arriveQueue:
-		m := &message{from: from, h: h, data: data, pooled: pooled}
+		m := messages.Get().(*message)
+		*m = message{from: from, h: h, data: data, pooled: pooled}
 		key := keyOf(&h)
 		kq := mb.byKey[key]
 		if kq == nil {
@@ -827,7 +949,7 @@ func (mb *mailbox) complete(r *recvOp) {
 	delete(mb.claimed, r)
 	r.state = recvDone
 	r.err = nil
-	close(r.done)
+	r.markDone()
 }
 
 // abandon finishes a claimed receive without its message, after the

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocomm/comm/internal/clock"
 )
 
 // TCP is an endpoint with one TCP connection to every other rank of the
@@ -279,23 +281,40 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 	return from, err
 }
 
-// recvMode is the mailbox's recvMode with, on a crowded host (crowd), the
-// wait of a receive from one peer begun by yielding the CPU until the
-// peer's bytes are in the socket: the receive's goroutine keeps its
-// thread awake, so the reader that parked in the network poller is
-// picked up by this thread's next look at the poller instead of a
-// thread woken by the kernel (figures at crowdedYieldWait).
+// recvMode is the mailbox's recvMode for a TCP endpoint. A receive from
+// one peer is quiet (recvOp.quiet): it is recycled, and a wait that ends
+// while it polls makes no channel, nor asks ctx for one. It polls while
+// the connection's reader does (TCPOptions.ReadSpin, where that reader
+// shares this goroutine's single P), or, on a crowded host (crowd), it
+// yields the CPU until the peer's bytes are in the socket: its thread,
+// kept awake, then picks up the reader parked in the network poller at
+// its next look there instead of a thread woken by the kernel (figures at
+// crowdedYieldWait).
 func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (from, n int, err error) {
-	d := t.yieldWait.Load()
-	if d == 0 || peer == AnySource || t.conns[peer] == nil || t.conns[peer].probe == nil {
-		return t.mb.recvMode(ctx, peer, h, buf, upTo)
-	}
-	r, from, n, err := t.mb.startRecvMode(ctx, peer, h, buf, upTo, nil)
+	quiet := peer != AnySource
+	r, from, n, err := t.mb.startRecv(ctx, peer, h, buf, upTo, nil, quiet)
 	if r == nil {
 		return from, n, err
 	}
-	t.conns[peer].yieldUntilReadable(ctx, r, &t.mb.hasFailed, d)
-	return t.mb.wait(ctx, r)
+	if d := t.yieldWait.Load(); d > 0 && quiet && t.conns[peer] != nil && t.conns[peer].probe != nil {
+		t.conns[peer].yieldUntilReadable(ctx, r, &t.mb.hasFailed, d)
+	} else if spin := t.readSpin.Load(); spin > 0 && runtime.GOMAXPROCS(0) == 1 {
+		t.pollDone(ctx, r, spin)
+	}
+	from, n, err = t.mb.wait(ctx, r)
+	t.mb.recycle(r)
+	return from, n, err
+}
+
+// pollDone lets the process's other goroutines run, among them the
+// connection reader that completes r, until r is done, ctx ends, the
+// endpoint fails, or spin (nanoseconds) has passed. Only with a single
+// P: with more, runtime.Gosched would wake an idle thread each time.
+func (t *TCP) pollDone(ctx context.Context, r *recvOp, spin int64) {
+	start := clock.Nanos()
+	for !r.isDone() && ctx.Err() == nil && !t.mb.hasFailed.Load() && clock.Nanos()-start <= spin {
+		runtime.Gosched()
+	}
 }
 
 // Abort fails every pending and later operation with an *AbortError
@@ -733,7 +752,7 @@ func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
 		c.inflight = r
 	case arriveQueue:
 		c.pending = im
-		if s.pooled = total >= pooledMin && total <= pooledMax; s.pooled {
+		if s.pooled = total <= smallMax || total >= pooledMin && total <= pooledMax; s.pooled {
 			// Recycled memory: fresh memory page-faults at a fraction of
 			// the speed of the copy on a VM.
 			s.data = getBig(total)[:0]

@@ -184,13 +184,13 @@ func rawRead(fd uintptr, p []byte) (int, error) {
 }
 
 // readProbe tells whether a connection has bytes to read without taking
-// them: recv(2) of one byte with MSG_PEEK, without the runtime's
-// system-call bookkeeping (a receive that yields runs it thousands of
-// times a second; see rawRead).
+// them: ppoll(2) with a zero timeout, without the runtime's system-call
+// bookkeeping (a receive that yields runs it thousands of times a second;
+// see rawRead).
 type readProbe struct {
 	rc    syscall.RawConn
-	ready atomic.Bool // the last peek's answer; concurrent receives may cross, which only costs a turn
-	peek  func(fd uintptr)
+	ready atomic.Bool // the last look's answer; concurrent receives may cross, which only costs a turn
+	look  func(fd uintptr)
 }
 
 func newReadProbe(nc net.Conn) *readProbe {
@@ -203,24 +203,32 @@ func newReadProbe(nc net.Conn) *readProbe {
 		return nil
 	}
 	p := &readProbe{rc: rc}
-	p.peek = p.peekFd
+	p.look = p.lookFd
 	return p
 }
 
-func (p *readProbe) peekFd(fd uintptr) {
-	var b byte
-	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b)), 1,
-		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	// Bytes, the end of the stream or an error: the reader has something
-	// to do.
-	p.ready.Store(e != syscall.EAGAIN)
+// pollFd is struct pollfd.
+type pollFd struct {
+	fd             int32
+	events, revent int16
+}
+
+const pollIn = 0x1 // POLLIN
+
+func (p *readProbe) lookFd(fd uintptr) {
+	pfd := pollFd{fd: int32(fd), events: pollIn}
+	var zero syscall.Timespec
+	n, _, e := syscall.RawSyscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&zero)), 0, 0, 0)
+	// Bytes, the end of the stream (POLLHUP) or an error: the reader has
+	// something to do.
+	p.ready.Store(e != 0 || n > 0 && pfd.revent != 0)
 }
 
 // readable reports whether the reader would find something to read: a
 // closed connection counts as readable. It goes through Control, not
 // Read: the reader holds the descriptor's read lock while it is parked.
 func (p *readProbe) readable() bool {
-	if err := p.rc.Control(p.peek); err != nil {
+	if err := p.rc.Control(p.look); err != nil {
 		return true
 	}
 	return p.ready.Load()
@@ -246,14 +254,11 @@ const crowdedYieldWait = time.Millisecond
 func (c *tcpConn) yieldUntilReadable(ctx context.Context, r *recvOp, failed *atomic.Bool, d int64) yieldEnd {
 	start := clock.Nanos()
 	for {
-		select {
-		case <-r.done:
-			return yieldDone
-		case <-ctx.Done():
-			return yieldCtx
-		default:
-		}
 		switch {
+		case r.isDone():
+			return yieldDone
+		case ctx.Err() != nil:
+			return yieldCtx
 		case failed.Load():
 			return yieldFailed
 		case c.probe.readable():
