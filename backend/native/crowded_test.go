@@ -16,6 +16,48 @@ type sharing struct {
 
 func (s sharing) SharedMemory(peer int) bool { return s.local[peer] }
 
+// overTCP is an endpoint that reaches every peer over TCP and places the
+// world ranks on hosts.
+type overTCP struct {
+	transport.Endpoint
+	host map[int]int
+}
+
+func (o overTCP) SharedMemory(int) bool { return false }
+func (o overTCP) HostOf(rank int) int   { return o.host[rank] }
+
+// TestCrowdedTCP: on a crowded host whose ranks reach each other over
+// TCP, an all-reduce of up to crowdedTCPLinearMax takes the linear
+// schedule, at every size the cost model gives recursive doubling or the
+// ring; not when a rank is on another host, nor with as many ranks as
+// CPUs.
+func TestCrowdedTCP(t *testing.T) {
+	defer func(f func() int) { numCPU = f }(numCPU)
+	numCPU = func() int { return 2 }
+	oneHost := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
+	for _, tt := range []struct {
+		name  string
+		local int
+		host  map[int]int
+		bytes int
+		want  algo.Algorithm
+	}{
+		{"4 ranks on 2 CPUs, 8 B", 4, oneHost, 8, algo.Linear},
+		{"4 ranks on 2 CPUs, 4 KiB", 4, oneHost, 4 << 10, algo.Linear},
+		{"4 ranks on 2 CPUs, 128 KiB", 4, oneHost, crowdedTCPLinearMax, algo.Linear},
+		{"4 ranks on 2 CPUs, above 128 KiB", 4, oneHost, crowdedTCPLinearMax + 4, algo.Ring},
+		{"a rank on another host", 4, map[int]int{0: 0, 1: 0, 2: 0, 3: 1}, 8, algo.RecursiveDoubling},
+		{"2 ranks on 2 CPUs", 2, oneHost, 8, algo.RecursiveDoubling},
+	} {
+		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
+		buf := make([]byte, tt.bytes)
+		req := &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
+		if got := c.flatChoice(req); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestCrowdedHost: an all-reduce from crowdedTreeBytes up takes the tree,
 // from crowdedLinearBytes the linear schedule, when the host's ranks
 // outnumber its CPUs by at most two to one and every rank of the

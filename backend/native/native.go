@@ -85,7 +85,7 @@ type Comm struct {
 
 	closed atomic.Bool // read by every operation: no lock
 
-	// crowd caches crowded(): 0 not yet known, 1 no, 2 yes.
+	// crowd caches crowding(): 0 not yet known, else its answer.
 	crowd atomic.Int32
 
 	// board, on a world whose ranks all share this host's memory, runs
