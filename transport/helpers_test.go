@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -179,5 +180,42 @@ func waitResult(t testing.TB, ch <-chan recvResult, d time.Duration) recvResult 
 	case <-time.After(d):
 		t.Fatalf("receive still pending after %v", d)
 		return recvResult{}
+	}
+}
+
+// sinkLog collects what a RecvSink hands its sink and checks that the
+// pieces come in order, each at the offset where the last one ended.
+type sinkLog struct {
+	mu     sync.Mutex
+	got    []byte
+	pieces int
+	err    error
+}
+
+func (l *sinkLog) sink(off int, p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if off != len(l.got) && l.err == nil {
+		l.err = fmt.Errorf("piece %d at offset %d, want %d", l.pieces, off, len(l.got))
+	}
+	l.got = append(l.got, p...)
+	l.pieces++
+}
+
+func (l *sinkLog) check(t *testing.T, want []byte, buf []byte, minPieces int) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	if !bytes.Equal(l.got, want) {
+		t.Fatalf("the sink got %d bytes that differ from the %d sent", len(l.got), len(want))
+	}
+	if l.pieces < minPieces {
+		t.Fatalf("the sink got the message in %d pieces, want at least %d", l.pieces, minPieces)
+	}
+	if !bytes.Equal(buf, make([]byte, len(buf))) {
+		t.Fatal("RecvSink wrote into buf")
 	}
 }

@@ -342,19 +342,13 @@ func (e *Hybrid) Recv(ctx context.Context, peer int, h Header, buf []byte) (int,
 // RecvSink is transport.SinkReceiver's: from a peer on this host the
 // pieces come straight out of the shared-memory ring (or, for a
 // single-copy message, out of a small buffer each piece is copied into);
-// from a peer over TCP the message is received into a buffer first.
+// from a peer over TCP out of the connection reader's buffer (TCP.RecvSink).
 func (e *Hybrid) RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink func(off int, p []byte)) (int, error) {
 	if err := checkPeer(e.rank, e.size, peer, false); err != nil {
 		return -1, err
 	}
 	if e.shm == nil || !e.shm.polls(peer) {
-		tmp := getBig(len(buf))
-		defer putBig(tmp)
-		from, err := e.t.Recv(ctx, peer, h, tmp)
-		if err == nil {
-			sink(0, tmp)
-		}
-		return from, err
+		return e.t.RecvSink(ctx, peer, h, buf, sink)
 	}
 	from, err := e.shm.recv(ctx, peer, h, buf, sink)
 	if err != nil {

@@ -27,7 +27,7 @@ func (t *TCP) RecvUpTo(ctx context.Context, peer int, h Header, buf []byte) (fro
 	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
 		return -1, 0, err
 	}
-	return t.recvMode(ctx, peer, h, buf, true)
+	return t.recvMode(ctx, peer, h, buf, true, nil)
 }
 
 // RecvUpTo receives a message of at most len(buf) bytes; see UpToReceiver.
@@ -47,7 +47,7 @@ func (e *Hybrid) RecvUpTo(ctx context.Context, peer int, h Header, buf []byte) (
 		return -1, 0, err
 	}
 	if e.shm == nil || !e.shm.polls(peer) {
-		return e.t.recvMode(ctx, peer, h, buf, true)
+		return e.t.recvMode(ctx, peer, h, buf, true, nil)
 	}
 	return e.shm.recvUpTo(ctx, peer, h, buf)
 }

@@ -274,7 +274,22 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 	if err := checkPeer(t.rank, t.size, peer, true); err != nil {
 		return -1, err
 	}
-	from, _, err := t.recvMode(ctx, peer, h, buf, false)
+	from, _, err := t.recvMode(ctx, peer, h, buf, false, nil)
+	if err != nil {
+		t.flushAbort()
+	}
+	return from, err
+}
+
+// RecvSink is transport.SinkReceiver's: the connection's reader passes
+// the message to sink piece by piece as it reads it, out of its 64 KiB
+// buffer, so that a reducing receive reduces each piece while it is in
+// cache (a message that arrived before the receive goes to sink whole).
+func (t *TCP) RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink func(off int, p []byte)) (int, error) {
+	if err := checkPeer(t.rank, t.size, peer, false); err != nil {
+		return -1, err
+	}
+	from, _, err := t.recvMode(ctx, peer, h, buf, false, sink)
 	if err != nil {
 		t.flushAbort()
 	}
@@ -290,9 +305,9 @@ func (t *TCP) Recv(ctx context.Context, peer int, h Header, buf []byte) (int, er
 // kept awake, then picks up the reader parked in the network poller at
 // its next look there instead of a thread woken by the kernel (figures at
 // crowdedYieldWait).
-func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool) (from, n int, err error) {
+func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte)) (from, n int, err error) {
 	quiet := peer != AnySource
-	r, from, n, err := t.mb.startRecv(ctx, peer, h, buf, upTo, nil, quiet)
+	r, from, n, err := t.mb.startRecv(ctx, peer, h, buf, upTo, sink, quiet)
 	if r == nil {
 		return from, n, err
 	}

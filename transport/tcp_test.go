@@ -591,3 +591,51 @@ func TestHosts(t *testing.T) {
 		t.Errorf("remote master: bind %q advertise %q", bind, adv)
 	}
 }
+
+// TestTCPRecvSink: over TCP, RecvSink hands the sink a message posted for
+// as the connection's reader takes it in, in pieces of at most the
+// reader's buffer, and one that arrived first whole; in order, without
+// writing buf; Hybrid does the same for a peer it reaches over TCP.
+func TestTCPRecvSink(t *testing.T) {
+	const n = 3*readBufSize + 1234
+	check := func(t *testing.T, send, recv Endpoint, sr SinkReceiver) {
+		ctx := tctx(t)
+		h := Header{Comm: 1, Seq: 1, Sig: sig(n)}
+		var l sinkLog
+		buf := make([]byte, n)
+		ch := make(chan error, 1)
+		go func() { _, err := sr.RecvSink(ctx, 0, h, buf, l.sink); ch <- err }()
+		time.Sleep(20 * time.Millisecond) // posted before the message comes
+		if err := send.Send(ctx, 1, h, payload(1, n)); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+		l.check(t, payload(1, n), buf, n/readBufSize+1)
+
+		hq := Header{Comm: 1, Seq: 2, Sig: sig(100)}
+		if err := send.Send(ctx, 1, hq, payload(2, 100)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // queued before the receive
+		var lq sinkLog
+		bq := make([]byte, 100)
+		if _, err := sr.RecvSink(ctx, 0, hq, bq, lq.sink); err != nil {
+			t.Fatal(err)
+		}
+		lq.check(t, payload(2, 100), bq, 1)
+		if _, err := sr.RecvSink(ctx, AnySource, hq, bq, lq.sink); err == nil {
+			t.Fatal("RecvSink from AnySource succeeded")
+		}
+	}
+	t.Run("tcp", func(t *testing.T) {
+		ws, err := connectTCPWorld(2, func(o *TCPOptions) { o.Prefix = t.Name() })
+		eps := asWorld(t, ws, err)
+		check(t, eps[0], eps[1], ws[1])
+	})
+	t.Run("hybrid", func(t *testing.T) {
+		eps := buildHybridWorld(t, 2, worldConfig{}, TransportTCP, func(int) string { return "one-host" })
+		check(t, eps[0], eps[1], eps[1].(SinkReceiver))
+	})
+}
