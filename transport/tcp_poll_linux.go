@@ -46,17 +46,26 @@ type pollingReader struct {
 // newConnReader returns the reader of a connection's reader goroutine:
 // a pollingReader where the connection exposes its descriptor.
 func newConnReader(nc net.Conn, spin *atomic.Int64) io.Reader {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nc
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nc
 	}
 	r := &pollingReader{rc: rc, spin: spin}
 	r.poll = r.readFd
 	return r
+}
+
+// rawConnOf returns nc's descriptor access, or nil if it has none.
+func rawConnOf(nc net.Conn) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 func (r *pollingReader) Read(p []byte) (int, error) {
@@ -112,12 +121,8 @@ type connWriter struct {
 }
 
 func newConnWriter(nc net.Conn) *connWriter {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	w := &connWriter{rc: rc}
@@ -194,12 +199,8 @@ type readProbe struct {
 }
 
 func newReadProbe(nc net.Conn) *readProbe {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	p := &readProbe{rc: rc}

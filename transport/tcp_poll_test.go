@@ -11,25 +11,34 @@ import (
 	"time"
 )
 
+// loopbackPair returns the two ends of a new TCP connection over
+// 127.0.0.1: w the dialled one, r the accepted one.
+func loopbackPair(t *testing.T) (w, r net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	w, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = ln.Accept()
+	if err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	return w, r
+}
+
 // TestPollingReader: the connection reader returns what arrives, whether
 // it was polling or parked when it came, and io.EOF when the peer hangs
 // up, for every spin (none, short, longer than the wait); it polls where
 // the build has polling reads and is the connection itself elsewhere.
 func TestPollingReader(t *testing.T) {
 	for _, spin := range []time.Duration{0, 20 * time.Microsecond, time.Second} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, r := loopbackPair(t)
 		var s atomic.Int64
 		s.Store(int64(spin))
 		pr := newConnReader(r, &s)
@@ -58,19 +67,7 @@ func TestPollingReader(t *testing.T) {
 // socket has bytes without taking them, and counts a hang-up as
 // something to read; builds without polling reads have none.
 func TestReadProbe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, r := loopbackPair(t)
 	defer r.Close()
 	p := newReadProbe(r)
 	if !pollingReads {

@@ -118,7 +118,7 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	return a
 }
 
-// On a crowded host (crowded), an all-reduce from crowdedTreeBytes up to
+// On a crowded host (crowdedSHM), an all-reduce from crowdedTreeBytes up to
 // the cost model's ring (algo.SmallMessage) takes the binomial tree, and
 // from crowdedLinearBytes the linear schedule (Open MPI's basic_linear),
 // instead of recursive doubling. With more ranks than CPUs, two ranks on
@@ -164,10 +164,6 @@ const (
 	crowdedSHM // every rank of c shares memory with this one
 	crowdedTCP // every rank of c is on this host, reached over TCP
 )
-
-// crowded reports whether this host's ranks outnumber its CPUs, by at
-// most two to one, and every rank of c shares memory with this one.
-func (c *Comm) crowded() bool { return c.crowding() == crowdedSHM }
 
 // crowding says whether this host's ranks outnumber its CPUs, by at most
 // two to one, with every rank of c on this host, and how they reach each
