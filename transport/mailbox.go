@@ -36,9 +36,10 @@ type recvOp struct {
 	h    Header
 	buf  []byte
 	// done is closed once state is recvDone. A quiet receive (TCP.recvMode)
-	// has none until its owner must block (mailbox.doneChan): most wait
-	// by polling finished, and a channel per receive was an allocation
-	// per small operation.
+	// has none until its owner must block (mailbox.doneChan), and then one
+	// of capacity 1 that completion sends a token to instead, which the
+	// owner alone takes: the channel is recycled with the receive, as a
+	// channel per receive was an allocation per small operation.
 	done chan struct{}
 	// finished is set once state is recvDone, after from, n and err.
 	finished atomic.Bool
@@ -284,14 +285,20 @@ func (mb *mailbox) finishLocked(r *recvOp, err error) {
 	r.markDone()
 }
 
-// markDone tells r's owner that r is done, with mailbox.mu held. Once
-// finished is set, the owner may recycle r: it is not touched after.
+// markDone tells r's owner that r is done, with mailbox.mu held (which
+// recycle takes too).
 func (r *recvOp) markDone() {
-	done := r.done
-	r.finished.Store(true)
-	if done != nil {
-		close(done)
+	if r.done != nil {
+		if r.quiet {
+			select {
+			case r.done <- struct{}{}:
+			default:
+			}
+		} else {
+			close(r.done)
+		}
 	}
+	r.finished.Store(true)
 }
 
 // isDone reports whether r is done (its result is set).
@@ -305,7 +312,8 @@ var closedChan = func() chan struct{} {
 	return ch
 }()
 
-// doneChan returns r's done channel, making it for a quiet receive.
+// doneChan returns r's done channel, making it for a quiet receive (whose
+// owner alone may wait on it, once).
 func (mb *mailbox) doneChan(r *recvOp) <-chan struct{} {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
@@ -313,7 +321,7 @@ func (mb *mailbox) doneChan(r *recvOp) <-chan struct{} {
 		if r.state == recvDone {
 			return closedChan
 		}
-		r.done = make(chan struct{})
+		r.done = make(chan struct{}, 1)
 	}
 	return r.done
 }
@@ -337,23 +345,29 @@ func (mb *mailbox) recvMode(ctx context.Context, peer int, h Header, buf []byte,
 // maxFreeRecvs bounds the quiet receives kept for reuse.
 const maxFreeRecvs = 64
 
-// recycle keeps a quiet receive that its owner is done with for the next
-// one, unless its channel was made (it may be watched still) or it was
-// never quiet.
+// recycle keeps a quiet receive that its owner is done with, and its
+// channel if it has one, for the next one. Under mailbox.mu: markDone
+// may be finishing.
 func (mb *mailbox) recycle(r *recvOp) {
-	if !r.quiet || r.done != nil {
+	if !r.quiet {
 		return
 	}
-	*r = recvOp{quiet: true}
 	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	done := r.done
+	if done != nil {
+		select {
+		case <-done: // a token its owner did not wait for
+		default:
+		}
+	}
+	*r = recvOp{quiet: true, done: done}
 	if len(mb.freeRecvs) < maxFreeRecvs {
 		mb.freeRecvs = append(mb.freeRecvs, r)
 	}
-	mb.mu.Unlock()
 }
 
-// newRecvLocked returns a receive, quiet (from the free list, without a
-// channel) or not.
+// newRecvLocked returns a receive, quiet (from the free list) or not.
 func (mb *mailbox) newRecvLocked(quiet bool) *recvOp {
 	if !quiet {
 		return &recvOp{done: make(chan struct{})}

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gocomm/comm/internal/clock"
 )
 
 // TCP is an endpoint with one TCP connection to every other rank of the
@@ -297,14 +295,18 @@ func (t *TCP) RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink
 }
 
 // recvMode is the mailbox's recvMode for a TCP endpoint. A receive from
-// one peer is quiet (recvOp.quiet): it is recycled, and a wait that ends
-// while it polls makes no channel, nor asks ctx for one. It polls while
-// the connection's reader does (TCPOptions.ReadSpin, where that reader
-// shares this goroutine's single P), or, on a crowded host (crowd), it
-// yields the CPU until the peer's bytes are in the socket: its thread,
-// kept awake, then picks up the reader parked in the network poller at
-// its next look there instead of a thread woken by the kernel (figures at
-// crowdedYieldWait).
+// one peer is quiet (recvOp.quiet): it is recycled with its channel, so
+// that a small operation allocates nothing. On a crowded host (crowd) it
+// first yields the CPU until the peer's bytes are in the socket: its
+// thread, kept awake, then picks up the reader parked in the network
+// poller at its next look there instead of a thread woken by the kernel
+// (figures at crowdedYieldWait). Elsewhere it parks at once, and the
+// reader that completes it hands it the P next. A receive that polled
+// with runtime.Gosched while the reader spins was faster (2-rank 8-byte
+// all-reduce, alternating binaries, 2026-11-28: 12.4-12.9 us against
+// 14.0-14.4 parked) but would queue behind every goroutine of a program
+// that computes while it communicates, each for up to a 10 ms time slice,
+// where a parked one runs next: not kept.
 func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte)) (from, n int, err error) {
 	quiet := peer != AnySource
 	r, from, n, err := t.mb.startRecv(ctx, peer, h, buf, upTo, sink, quiet)
@@ -313,23 +315,10 @@ func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo
 	}
 	if d := t.yieldWait.Load(); d > 0 && quiet && t.conns[peer] != nil && t.conns[peer].probe != nil {
 		t.conns[peer].yieldUntilReadable(ctx, r, &t.mb.hasFailed, d)
-	} else if spin := t.readSpin.Load(); spin > 0 && runtime.GOMAXPROCS(0) == 1 {
-		t.pollDone(ctx, r, spin)
 	}
 	from, n, err = t.mb.wait(ctx, r)
 	t.mb.recycle(r)
 	return from, n, err
-}
-
-// pollDone lets the process's other goroutines run, among them the
-// connection reader that completes r, until r is done, ctx ends, the
-// endpoint fails, or spin (nanoseconds) has passed. Only with a single
-// P: with more, runtime.Gosched would wake an idle thread each time.
-func (t *TCP) pollDone(ctx context.Context, r *recvOp, spin int64) {
-	start := clock.Nanos()
-	for !r.isDone() && ctx.Err() == nil && !t.mb.hasFailed.Load() && clock.Nanos()-start <= spin {
-		runtime.Gosched()
-	}
 }
 
 // Abort fails every pending and later operation with an *AbortError
