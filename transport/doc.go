@@ -9,8 +9,11 @@
 //     exchanged through a rendezvous store, an authenticated handshake,
 //     framed messages with bounded sizes, one reader goroutine per
 //     connection that reads payloads straight into posted receive
-//     buffers and polls an empty socket briefly before it sleeps
-//     (TCPOptions.ReadSpin);
+//     buffers (or hands them to a reducing receive's sink piece by
+//     piece, SinkReceiver) and polls an empty socket briefly before it
+//     sleeps (TCPOptions.ReadSpin); with more ranks than cores the readers
+//     sleep at once and a receive instead yields the CPU until its peer's
+//     bytes are in the socket (TCP.crowd);
 //   - Hybrid (ConnectHybrid, ConnectSHM): ranks on one host, found by host
 //     identity (HostIdentity: host name and boot id, or a given HostID),
 //     map one segment with a single-producer ring per ordered pair; a
