@@ -58,6 +58,37 @@ func TestCrowdedTCP(t *testing.T) {
 	}
 }
 
+// TestCrowdedTCPBroadcast: on a crowded host whose ranks reach each other
+// over TCP, a broadcast the cost model pipelines through the ring takes
+// the linear schedule; smaller ones keep the tree, and so does everything
+// when a rank is on another host or there are as many ranks as CPUs.
+func TestCrowdedTCPBroadcast(t *testing.T) {
+	defer func(f func() int) { numCPU = f }(numCPU)
+	numCPU = func() int { return 2 }
+	oneHost := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
+	large := algo.LargeMessage + 4
+	for _, tt := range []struct {
+		name      string
+		local     int
+		host      map[int]int
+		bytes     int
+		want      algo.Algorithm
+		wantChunk int
+	}{
+		{"4 ranks on 2 CPUs, 1 MiB", 4, oneHost, algo.LargeMessage, algo.Tree, 0},
+		{"4 ranks on 2 CPUs, above 1 MiB", 4, oneHost, large, algo.Linear, 0},
+		{"4 ranks on 2 CPUs, 64 MiB", 4, oneHost, 64 << 20, algo.Linear, 0},
+		{"a rank on another host", 4, map[int]int{0: 0, 1: 0, 2: 0, 3: 1}, large, algo.Ring, algo.PipelineChunk / 4},
+		{"2 ranks on 2 CPUs", 2, oneHost, large, algo.Ring, algo.PipelineChunk / 4},
+	} {
+		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
+		req := &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: make([]byte, tt.bytes)}
+		if got := c.flatChoice(req); got != tt.want || req.Chunk != tt.wantChunk {
+			t.Errorf("%s: %v in pieces of %d, want %v in pieces of %d", tt.name, got, req.Chunk, tt.want, tt.wantChunk)
+		}
+	}
+}
+
 // TestCrowdedHost: an all-reduce from crowdedTreeBytes up takes the tree,
 // from crowdedLinearBytes the linear schedule, when the host's ranks
 // outnumber its CPUs by at most two to one and every rank of the

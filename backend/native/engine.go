@@ -391,6 +391,9 @@ func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs []
 	if copied {
 		send = e.c.ep.(transport.CopySender).SendCopy
 	}
+	if e.concurrentSends(xs, bufs) {
+		return e.sendsAtOnce(ctx, step, xs, bufs, track, copied)
+	}
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
@@ -403,6 +406,74 @@ func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs []
 		}
 	}
 	return nil
+}
+
+// concurrentSends reports whether a step's sends should run side by side,
+// one goroutine each: several large sends (above inlineSendBytes), each to
+// a peer of its own, none of which the endpoint buffers or moves through
+// shared memory (measured over TCP only). One after the other, a linear
+// broadcast's root over TCP feeds one socket at a time while its other
+// peers wait their turn; side by side, each connection takes bytes
+// whenever its peer reads, as Open MPI's progress engine interleaves its
+// sends. 4 ranks on 2 CPUs over TCP, 64 MiB linear broadcast, 3
+// interleaved rounds (2026-11-28 11:45): 75-82 ms one after the other,
+// 72.5-73.2 side by side (one round 103).
+func (e *execution) concurrentSends(xs []algo.Xfer, bufs [][]byte) bool {
+	if len(xs) < 2 {
+		return false
+	}
+	bs, buffers := e.c.ep.(transport.BufferedSender)
+	sm, shares := e.c.ep.(interface{ SharedMemory(peer int) bool })
+	for j, x := range xs {
+		n, peer := len(bufs[j]), e.c.members[x.Peer]
+		if n <= inlineSendBytes || buffers && bs.SendsBuffered(peer, n) || shares && sm.SharedMemory(peer) {
+			return false
+		}
+		for _, y := range xs[:j] {
+			if y.Peer == x.Peer {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sendsAtOnce sends a step's messages side by side (concurrentSends): the
+// first on this goroutine, the others on one goroutine each, and returns
+// when all have ended, with the first failure in xs' order.
+func (e *execution) sendsAtOnce(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track, copied bool) error {
+	send := e.c.ep.Send
+	if copied {
+		send = e.c.ep.(transport.CopySender).SendCopy
+	}
+	hs := make([]transport.Header, len(xs))
+	for j, x := range xs {
+		hs[j] = e.hdr
+		hs[j].Tag = e.tag(step, e.sendOrd[x.Peer])
+		e.sendOrd[x.Peer]++
+	}
+	errs := make([]chan error, len(xs))
+	for j := 1; j < len(xs); j++ {
+		errs[j] = make(chan error, 1)
+		go func() { errs[j] <- send(ctx, e.c.members[xs[j].Peer], hs[j], bufs[j]) }()
+	}
+	waits := e.c.root().waits
+	var first error
+	for j, x := range xs {
+		if track {
+			waits.begin(e.c.members[x.Peer])
+		}
+		var err error
+		if j == 0 {
+			err = send(ctx, e.c.members[x.Peer], hs[0], bufs[0])
+		} else {
+			err = <-errs[j]
+		}
+		if err != nil && first == nil {
+			first = e.fail(ctx, x.Peer, step, "sending to", err)
+		}
+	}
+	return first
 }
 
 func (e *execution) recv(ctx context.Context, step int, x algo.Xfer, scratch []byte) error {
