@@ -528,8 +528,8 @@ func (e *shmEndpoint) onFirst(in *ringIn, off, ln int) error {
 	r, im, what := e.mb.arriveStream(in.peer, h, total, nil)
 	in.cur = inStream{active: true, h: h, total: total, what: what, r: r, im: im}
 	if what == arriveQueue {
-		if in.cur.pooled = total >= pooledMin && total <= pooledMax; in.cur.pooled {
-			in.cur.data = getBig(total)[:0] // recycled: see pooledMin
+		if in.cur.pooled = total <= pooledMax; in.cur.pooled {
+			in.cur.data = getBig(total)[:0] // recycled: see pooledMax
 		} else {
 			in.cur.data = make([]byte, 0, min(total, readChunk))
 		}
