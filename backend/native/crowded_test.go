@@ -29,60 +29,44 @@ func (o overTCP) HostOf(rank int) int   { return o.host[rank] }
 // TestCrowdedTCP: on a crowded host whose ranks reach each other over
 // TCP, an all-reduce of up to crowdedTCPLinearMax takes the linear
 // schedule, at every size the cost model gives recursive doubling or the
-// ring; not when a rank is on another host, nor with as many ranks as
-// CPUs.
+// ring, and a broadcast the cost model pipelines through the ring takes
+// the linear schedule (smaller ones keep the tree); neither when a rank
+// is on another host, nor with as many ranks as CPUs.
 func TestCrowdedTCP(t *testing.T) {
 	defer func(f func() int) { numCPU = f }(numCPU)
 	numCPU = func() int { return 2 }
 	oneHost := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
-	for _, tt := range []struct {
-		name  string
-		local int
-		host  map[int]int
-		bytes int
-		want  algo.Algorithm
-	}{
-		{"4 ranks on 2 CPUs, 8 B", 4, oneHost, 8, algo.Linear},
-		{"4 ranks on 2 CPUs, 4 KiB", 4, oneHost, 4 << 10, algo.Linear},
-		{"4 ranks on 2 CPUs, 128 KiB", 4, oneHost, crowdedTCPLinearMax, algo.Linear},
-		{"4 ranks on 2 CPUs, above 128 KiB", 4, oneHost, crowdedTCPLinearMax + 4, algo.Ring},
-		{"a rank on another host", 4, map[int]int{0: 0, 1: 0, 2: 0, 3: 1}, 8, algo.RecursiveDoubling},
-		{"2 ranks on 2 CPUs", 2, oneHost, 8, algo.RecursiveDoubling},
-	} {
-		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
-		buf := make([]byte, tt.bytes)
-		req := &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
-		if got := c.flatChoice(req); got != tt.want {
-			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-// TestCrowdedTCPBroadcast: on a crowded host whose ranks reach each other
-// over TCP, a broadcast the cost model pipelines through the ring takes
-// the linear schedule; smaller ones keep the tree, and so does everything
-// when a rank is on another host or there are as many ranks as CPUs.
-func TestCrowdedTCPBroadcast(t *testing.T) {
-	defer func(f func() int) { numCPU = f }(numCPU)
-	numCPU = func() int { return 2 }
-	oneHost := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
+	elsewhere := map[int]int{0: 0, 1: 0, 2: 0, 3: 1}
 	large := algo.LargeMessage + 4
+	ring := algo.PipelineChunk / 4 // the pipelined broadcast's piece, in float32 elements
+	const ar, bc = backend.KindAllReduce, backend.KindBroadcast
 	for _, tt := range []struct {
 		name      string
+		kind      backend.Kind
 		local     int
 		host      map[int]int
 		bytes     int
 		want      algo.Algorithm
 		wantChunk int
 	}{
-		{"4 ranks on 2 CPUs, 1 MiB", 4, oneHost, algo.LargeMessage, algo.Tree, 0},
-		{"4 ranks on 2 CPUs, above 1 MiB", 4, oneHost, large, algo.Linear, 0},
-		{"4 ranks on 2 CPUs, 64 MiB", 4, oneHost, 64 << 20, algo.Linear, 0},
-		{"a rank on another host", 4, map[int]int{0: 0, 1: 0, 2: 0, 3: 1}, large, algo.Ring, algo.PipelineChunk / 4},
-		{"2 ranks on 2 CPUs", 2, oneHost, large, algo.Ring, algo.PipelineChunk / 4},
+		{"4 ranks on 2 CPUs, 8 B", ar, 4, oneHost, 8, algo.Linear, 0},
+		{"4 ranks on 2 CPUs, 4 KiB", ar, 4, oneHost, 4 << 10, algo.Linear, 0},
+		{"4 ranks on 2 CPUs, 128 KiB", ar, 4, oneHost, crowdedTCPLinearMax, algo.Linear, 0},
+		{"4 ranks on 2 CPUs, above 128 KiB", ar, 4, oneHost, crowdedTCPLinearMax + 4, algo.Ring, 0},
+		{"a rank on another host", ar, 4, elsewhere, 8, algo.RecursiveDoubling, 0},
+		{"2 ranks on 2 CPUs", ar, 2, oneHost, 8, algo.RecursiveDoubling, 0},
+		{"broadcast, 4 ranks on 2 CPUs, 1 MiB", bc, 4, oneHost, algo.LargeMessage, algo.Tree, 0},
+		{"broadcast, 4 ranks on 2 CPUs, above 1 MiB", bc, 4, oneHost, large, algo.Linear, 0},
+		{"broadcast, 4 ranks on 2 CPUs, 64 MiB", bc, 4, oneHost, 64 << 20, algo.Linear, 0},
+		{"broadcast, a rank on another host", bc, 4, elsewhere, large, algo.Ring, ring},
+		{"broadcast, 2 ranks on 2 CPUs", bc, 2, oneHost, large, algo.Ring, ring},
 	} {
 		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
-		req := &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: make([]byte, tt.bytes)}
+		buf := make([]byte, tt.bytes)
+		req := &backend.Request{Kind: tt.kind, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
+		if tt.kind == bc {
+			req.Send = nil
+		}
 		if got := c.flatChoice(req); got != tt.want || req.Chunk != tt.wantChunk {
 			t.Errorf("%s: %v in pieces of %d, want %v in pieces of %d", tt.name, got, req.Chunk, tt.want, tt.wantChunk)
 		}
