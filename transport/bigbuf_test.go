@@ -33,11 +33,13 @@ func TestBigBuffers(t *testing.T) {
 
 // TestUnexpectedMessagesPooled: a TCP message that arrives before its
 // receive is posted is read into a recycled buffer at every size up to
-// pooledMax, so a loop of such messages allocates nothing (fresh memory
-// page-faults on a VM; see smallMax).
+// pooledMax, so a loop of such messages allocates no more than one of 8
+// bytes (fresh memory page-faults on a VM; see smallMax): nothing where
+// reads poll, and what the net package's blocking calls allocate per
+// message elsewhere (not Linux, or gocomm_portable).
 func TestUnexpectedMessagesPooled(t *testing.T) {
 	if raceEnabled {
-		t.Skip("the race detector allocates")
+		t.Skip("the race detector's sync.Pool drops some of what it is given")
 	}
 	eps, err := connectTCPWorld(2, nil)
 	if err != nil {
@@ -45,6 +47,7 @@ func TestUnexpectedMessagesPooled(t *testing.T) {
 	}
 	defer closeAll([]Endpoint{eps[0], eps[1]})
 	ctx := tctx(t)
+	base := -1.0
 	for _, n := range []int{8, 4<<10 + 1, 16 << 10, 32 << 10, 64 << 10, 256 << 10} {
 		msg, buf := make([]byte, n), make([]byte, n)
 		var err error
@@ -64,8 +67,15 @@ func TestUnexpectedMessagesPooled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
-		if allocs != 0 {
-			t.Errorf("%d bytes: %v allocations per unexpected message, want 0", n, allocs)
+		if base < 0 {
+			base = allocs
+			if pollingReads && base != 0 {
+				t.Errorf("8 bytes: %v allocations per unexpected message, want 0", base)
+			}
+			continue
+		}
+		if allocs > base {
+			t.Errorf("%d bytes: %v allocations per unexpected message, want %v as for 8 bytes", n, allocs, base)
 		}
 	}
 }
