@@ -33,8 +33,8 @@
 // Matching. Per key (Comm, Seq, Tag) and sender, messages are delivered in
 // the order they were sent. A receive posted before its message arrives
 // gets the payload written directly into its buffer; a message that
-// arrives first is queued (in a buffer of its own) and copied at receive
-// time. Every message carries the sender's Signature; a receive fails with
+// arrives first is queued (in a recycled buffer of its own, up to 64 MiB:
+// fresh memory page-faults on first touch) and copied at receive time. Every message carries the sender's Signature; a receive fails with
 // *MismatchError if the matched message, or any message or receive with
 // the same (Comm, Seq != 0), disagrees, and with *LengthError if the
 // message's length differs from the buffer's.

@@ -6,10 +6,12 @@
 // Data flow. Driver.Open connects the transport through the rendezvous
 // store in backend.Config and returns the world Comm. For each
 // backend.Request, Comm chooses an algorithm (the cost model, or the
-// Config's overrides), lays the caller's buffers out as the plan's Work and
+// Config's overrides; on a host whose ranks outnumber its CPUs the
+// schedules with the fewest dependent exchanges, collective.go), lays the caller's buffers out as the plan's Work and
 // scratch expect (layout.go; an out-of-place input is copied lazily,
 // lazy.go), builds or reuses the rank's algo.Plan (plans.go), and runs its
-// steps (engine.go): sends and receives go to the transport, reductions to
+// steps (engine.go): sends and receives go to the transport (a step's
+// large sends to several TCP peers side by side), reductions to
 // internal/kernel, and the result is copied where the caller wants it.
 // Collectives on communicators that span hosts can run hierarchically
 // (hier.go): inside each host first, then among the hosts' leaders. On a
