@@ -387,13 +387,10 @@ func (e *execution) tag(step, ord int) uint64 { return uint64(step)<<32 | uint64
 // send as a wait (waitWatch; a small one never waits for the peer): only
 // on the collective's own goroutine, whose marks are the only ones.
 func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track, copied bool) error {
-	send := e.c.ep.Send
-	if copied {
-		send = e.c.ep.(transport.CopySender).SendCopy
-	}
 	if e.concurrentSends(xs, bufs) {
 		return e.sendsAtOnce(ctx, step, xs, bufs, track, copied)
 	}
+	send := e.sendFunc(copied)
 	for j, x := range xs {
 		h := e.hdr
 		h.Tag = e.tag(step, e.sendOrd[x.Peer])
@@ -406,6 +403,15 @@ func (e *execution) sends(ctx context.Context, step int, xs []algo.Xfer, bufs []
 		}
 	}
 	return nil
+}
+
+// sendFunc is the endpoint's send: with copied through
+// transport.CopySender.SendCopy (see copySends).
+func (e *execution) sendFunc(copied bool) func(context.Context, int, transport.Header, []byte) error {
+	if copied {
+		return e.c.ep.(transport.CopySender).SendCopy
+	}
+	return e.c.ep.Send
 }
 
 // concurrentSends reports whether a step's sends should run side by side,
@@ -442,10 +448,7 @@ func (e *execution) concurrentSends(xs []algo.Xfer, bufs [][]byte) bool {
 // first on this goroutine, the others on one goroutine each, and returns
 // when all have ended, with the first failure in xs' order.
 func (e *execution) sendsAtOnce(ctx context.Context, step int, xs []algo.Xfer, bufs [][]byte, track, copied bool) error {
-	send := e.c.ep.Send
-	if copied {
-		send = e.c.ep.(transport.CopySender).SendCopy
-	}
+	send := e.sendFunc(copied)
 	hs := make([]transport.Header, len(xs))
 	for j, x := range xs {
 		hs[j] = e.hdr
