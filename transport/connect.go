@@ -264,7 +264,9 @@ func (m *meshBuilder) run(parent context.Context, ln net.Listener) error {
 		missing = append(missing, strconv.Itoa(q))
 		if m.lastErr[q] != nil {
 			fmt.Fprintf(&detail, "; %v", m.lastErr[q])
-		} else if q > m.o.Rank {
+		} else if q < m.o.Rank {
+			fmt.Fprintf(&detail, "; rank %d never published its address: it did not start, or cannot reach the store", q)
+		} else {
 			fmt.Fprintf(&detail, "; rank %d never dialed in: it may not reach this rank's address %s (check it from rank %d's host, or set GOCOMM_SOCKET_IFNAME or GOCOMM_SOCKET_HOST on this rank)", q, m.advertised, q)
 		}
 	}
@@ -364,6 +366,13 @@ func (m *meshBuilder) dialLoop(ctx context.Context, q int) {
 			return
 		}
 		if ctx.Err() != nil {
+			if addr != "" {
+				// The time ran out mid-dial: say where this rank was
+				// knocking, which is what the user must check.
+				m.mu.Lock()
+				m.lastErr[q] = m.dialError(q, addr, errNoAnswer)
+				m.mu.Unlock()
+			}
 			return
 		}
 		refused := errors.Is(err, syscall.ECONNREFUSED)
@@ -390,6 +399,10 @@ func (m *meshBuilder) dialLoop(ctx context.Context, q int) {
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
+
+// errNoAnswer is why a dial still in progress when the connection phase
+// ended failed.
+var errNoAnswer = errors.New("no answer before the connection phase ended")
 
 // setFatal records the first failure that ends the connection phase.
 func (m *meshBuilder) setFatal(err error) {
