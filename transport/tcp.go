@@ -23,7 +23,8 @@ type TCP struct {
 	rank, size  int
 	maxFragment int           // largest data fragment accepted
 	closeWait   time.Duration // bound for goodbye/abort writes and lingering
-	readSpin    atomic.Int64  // TCPOptions.ReadSpin in nanoseconds; readers load it
+	readSpin    atomic.Int64  // TCPOptions.ReadSpin in nanoseconds; readers and waiting writes load it
+	writing     atomic.Int32  // writes waiting for room in a socket (connWriter.pollWrite)
 	// yieldWait is how long a receive yields the CPU while it waits for
 	// its peer's bytes before it parks (crowd); 0: it parks at once.
 	yieldWait atomic.Int64
@@ -101,9 +102,9 @@ func newTCP(rank, size, maxFragment int, closeWait time.Duration, conns []net.Co
 		c := &tcpConn{
 			peer:       p,
 			conn:       nc,
-			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin), readBufSize),
+			br:         bufio.NewReaderSize(newConnReader(nc, &t.readSpin, &t.writing), readBufSize),
 			writeLock:  make(chan struct{}, 1),
-			fast:       newConnWriter(nc),
+			fast:       newConnWriter(nc, &t.readSpin, &t.writing),
 			probe:      newReadProbe(nc),
 			sendFrag:   min(maxFragment, peerFrag[p]),
 			readerDone: make(chan struct{}),
@@ -229,6 +230,12 @@ func (c *tcpConn) writeMessage(ctx context.Context, h Header, payload []byte) (w
 			return written, total, nil
 		}
 		iov = dropFront(iov, first)
+	}
+	// The rest waits for the peer to make room.
+	more, iov := c.fast.pollWrite(ctx, iov)
+	written += int64(more)
+	if written == total {
+		return written, total, nil
 	}
 	var stop func() bool
 	var fired chan struct{}

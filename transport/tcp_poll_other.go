@@ -18,16 +18,18 @@ const pollingReads = false
 // newConnReader returns the reader of a connection's reader goroutine:
 // the connection itself, whose reads park in the network poller until
 // bytes arrive. spin (TCPOptions.ReadSpin) has no effect here.
-func newConnReader(nc net.Conn, spin *atomic.Int64) io.Reader { return nc }
+func newConnReader(nc net.Conn, spin *atomic.Int64, writing *atomic.Int32) io.Reader { return nc }
 
 // connWriter is the non-blocking first write of a message
 // (tcp_poll_linux.go); here there is none, and every message is written
 // the blocking way.
 type connWriter struct{}
 
-func newConnWriter(net.Conn) *connWriter { return nil }
+func newConnWriter(net.Conn, *atomic.Int64, *atomic.Int32) *connWriter { return nil }
 
 func (w *connWriter) tryWrite([][]byte) int { return 0 }
+
+func (w *connWriter) pollWrite(_ context.Context, bufs [][]byte) (int, [][]byte) { return 0, bufs }
 
 // readProbe tells whether a connection has bytes to read
 // (tcp_poll_linux.go); here there is none, and TCP.crowd leaves receives

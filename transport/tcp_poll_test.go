@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestPollingReader(t *testing.T) {
 		w, r := loopbackPair(t)
 		var s atomic.Int64
 		s.Store(int64(spin))
-		pr := newConnReader(r, &s)
+		pr := newConnReader(r, &s, new(atomic.Int32))
 		want := "*transport.pollingReader" // tcp_poll_linux.go
 		if !pollingReads {
 			want = fmt.Sprintf("%T", r) // plain blocking reads
@@ -196,5 +197,60 @@ func TestCrowdedReceive(t *testing.T) {
 	}
 	if _, _, err := b.mb.wait(ctx, r); err == nil {
 		t.Fatal("a receive of a failed endpoint succeeded")
+	}
+}
+
+// TestSendWaitsForRoom: messages larger than the sockets' buffers, sent
+// both ways at once, arrive intact whether the sender's wait for room
+// (connWriter.pollWrite) writes all of the rest, or writes part of it and
+// hands what is left to the blocking write (a spin of 1 ns gives up at
+// the first full socket), and with several fragments per message.
+func TestSendWaitsForRoom(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		spin time.Duration
+		frag int
+	}{
+		{"default spin", 0, 0},
+		{"1ns spin", time.Nanosecond, 0},
+		{"1ns spin, 64 KiB fragments", time.Nanosecond, 64 << 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			eps, err := connectTCPWorldCtx(10*time.Second, 2, func(o *TCPOptions) {
+				o.ReadSpin, o.MaxFragment = tt.spin, tt.frag
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeAll([]Endpoint{eps[0], eps[1]})
+			ctx := tctx(t)
+			const n = 24<<20 + 3
+			for round := range 3 {
+				h := Header{Comm: 1, Seq: uint64(round + 1), Sig: sig(2)}
+				var want, got [2][]byte
+				var recvs [2]<-chan recvResult
+				for r := range 2 {
+					want[r], got[r] = payload(uint64(2*round+r), n), make([]byte, n)
+					recvs[r] = goRecv(ctx, eps[r], 1-r, h, got[r])
+				}
+				var sendErr [2]error
+				var wg sync.WaitGroup
+				for r := range 2 {
+					wg.Go(func() { sendErr[r] = eps[r].Send(ctx, 1-r, h, want[r]) })
+				}
+				wg.Wait()
+				for r := range 2 {
+					if sendErr[r] != nil {
+						t.Fatalf("round %d: rank %d's send: %v", round, r, sendErr[r])
+					}
+					if res := waitResult(t, recvs[r], 20*time.Second); res.err != nil {
+						t.Fatalf("round %d: rank %d's receive: %v", round, r, res.err)
+					}
+					if !bytes.Equal(got[r], want[1-r]) {
+						t.Fatalf("round %d: rank %d received other bytes than rank %d sent", round, r, 1-r)
+					}
+				}
+			}
+		})
 	}
 }
