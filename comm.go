@@ -73,6 +73,13 @@ type Options struct {
 	// when each rank of the host has a CPU of its own, else 256 KiB);
 	// negative: never.
 	SingleCopyBytes int
+	// SHMStores is how ranks write what their peers on the host read next
+	// (GOCOMM_SHM_STORES): "cached" (plain copies: the peer reads the
+	// lines from the shared cache), "bypass" (stores that bypass the
+	// writer's cache: the peer reads them from memory), or "auto" or ""
+	// (cached when the host's CPUs share one last-level cache, else
+	// bypass). The choice holds for the whole process.
+	SHMStores string
 	// ListenHost is the host data connections bind to and publish
 	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the
 	// other ranks can reach (see SocketIfname).

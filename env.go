@@ -63,6 +63,7 @@ const (
 	EnvTransport    = env.EnvTransport
 	EnvHostID       = env.EnvHostID
 	EnvSingleCopy   = env.EnvSingleCopy
+	EnvSHMStores    = env.EnvSHMStores
 	// EnvBind binds the rank's process to CPUs: none (default), auto (its
 	// share of the host's CPUs, by local rank) or a CPU list such as 0-3.
 	EnvBind = env.EnvBind

@@ -25,6 +25,7 @@ import (
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
+	"github.com/gocomm/comm/transport"
 )
 
 // config is Options with every default and environment variable applied.
@@ -83,7 +84,7 @@ func resolve(opts Options) (config, error) {
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
 		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes},
+		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes, SHMStores: opts.SHMStores},
 		transportMode: opts.Transport,
 	}
 	if cfg.size == 0 {
@@ -285,6 +286,12 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 			return env.Errorf("%s=%q: want a message size in bytes (e.g. 262144) or off", EnvSingleCopy, v)
 		}
 		cfg.transport.SingleCopyBytes = n
+	}
+	if cfg.transport.SHMStores == "" {
+		cfg.transport.SHMStores = e.Get(EnvSHMStores)
+	}
+	if err := transport.CheckSHMStores(cfg.transport.SHMStores); err != nil {
+		return env.Errorf("SHMStores (%s) %q: want auto, cached or bypass", EnvSHMStores, cfg.transport.SHMStores)
 	}
 	if v := e.Get(EnvSettle); v != "" {
 		d, err := time.ParseDuration(v) // "0" included

@@ -46,6 +46,9 @@ type TransportConfig struct {
 	// of a peer's memory on its host (transport.SHMOptions); 0 is the
 	// default, negative off.
 	SingleCopyBytes int
+	// SHMStores is how ranks write for their peers on the host to read
+	// (transport.SHMOptions.Stores): "", auto, cached or bypass.
+	SHMStores string
 }
 
 // Algorithms forces the algorithm of each kind of collective; Auto (the

@@ -82,6 +82,10 @@ func (l Launcher) String() string {
 //	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
 //	                                     memory on one host (bytes, or off); default off, or
 //	                                     256 KiB when the host's ranks outnumber its CPUs
+//	GOCOMM_SHM_STORES     SHMStores      how ranks write what peers on their host read next:
+//	                                     cached (plain copies), bypass (stores that bypass
+//	                                     the writer's cache), or auto (default: cached when
+//	                                     the host's CPUs share one last-level cache)
 //	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
 //	                                     auto (local rank r of n gets block r of n equal
 //	                                     blocks of the CPUs it may use; when ranks outnumber

@@ -55,7 +55,8 @@ const (
 	EnvTransport    = "GOCOMM_TRANSPORT" // auto, tcp or shm
 	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
 	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
-	EnvBind         = "GOCOMM_BIND" // none, auto or a CPU list (package internal/cpubind)
+	EnvSHMStores    = "GOCOMM_SHM_STORES" // auto, cached or bypass
+	EnvBind         = "GOCOMM_BIND"       // none, auto or a CPU list (package internal/cpubind)
 	// EnvSettle is how long Init keeps a rank busy once set up (a
 	// duration, or 0), so that its first operations run after the Go
 	// runtime's monitor has slowed down; the default is the backend's.

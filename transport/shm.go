@@ -182,6 +182,14 @@ type SHMOptions struct {
 	// disables single copy.
 	// It only affects this rank's sends.
 	SingleCopyBytes int
+	// Stores is how a rank writes what its peers read next (rings, the
+	// board, the stage; kernel.CopyShared): "cached" with plain copies,
+	// "bypass" with stores that bypass the writer's cache, "auto" or ""
+	// cached where the host's CPUs share one last-level cache
+	// (cpubind.OneLastLevelCache), else bypass. The choice holds for the
+	// whole process (kernel.SetCacheBypass), made when the segment is
+	// attached.
+	Stores string
 	// Dir is the directory of the segment file (default /dev/shm, else
 	// os.TempDir()). The file is removed as soon as every rank mapped it.
 	Dir string
@@ -224,7 +232,25 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 		o.YieldWait = defaultYieldWait
 	}
 	o.SpinWait, o.YieldWait = max(o.SpinWait, 0), max(o.YieldWait, 0)
+	if err := CheckSHMStores(o.Stores); err != nil {
+		return o, err
+	}
+	if o.Stores == "" || o.Stores == "auto" {
+		o.Stores = "bypass"
+		if cpubind.OneLastLevelCache() {
+			o.Stores = "cached"
+		}
+	}
 	return o, nil
+}
+
+// CheckSHMStores says whether s is a valid SHMOptions.Stores.
+func CheckSHMStores(s string) error {
+	switch s {
+	case "", "auto", "cached", "bypass":
+		return nil
+	}
+	return fmt.Errorf("comm: transport: SHMOptions.Stores %q: want auto, cached or bypass", s)
 }
 
 // shmDirs are the directories tried for segment files, in order.

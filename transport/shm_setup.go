@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gocomm/comm/internal/kernel"
 )
 
 var errNoSHMHere = fmt.Errorf("the shared-memory transport is not available on %s", runtime.GOOS)
@@ -240,6 +242,7 @@ func canReadPeer(c consumerWords) (pid int, ok bool) {
 // word), unless single copy is off here.
 func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SHMOptions) {
 	e.seg, e.opts, e.chunk = mem, so, so.ChunkBytes
+	kernel.SetCacheBypass(so.Stores == "bypass")
 	e.alone = aloneInProcess(mem, l, len(local), me)
 	e.mapRefs.Store(1) // close's
 	e.singleMin = max(so.SingleCopyBytes, 0)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/internal/cpubind"
+	"github.com/gocomm/comm/internal/kernel"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -492,7 +493,17 @@ func TestSHMOptionsDefaults(t *testing.T) {
 	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SingleCopyBytes != min(defaultSingleCopyBytes, o.RingBytes/2+1) {
 		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want %d", cpus+1, cpus, o.SingleCopyBytes, min(defaultSingleCopyBytes, o.RingBytes/2+1))
 	}
-	for _, o := range []SHMOptions{{RingBytes: 100 << 10}, {RingBytes: 1 << 10}, {RingBytes: 1 << 20, ChunkBytes: 512 << 10}, {ChunkBytes: -1}} {
+	// Stores: auto follows the host's caches; an explicit choice stays.
+	wantAuto := "bypass"
+	if cpubind.OneLastLevelCache() {
+		wantAuto = "cached"
+	}
+	for _, c := range []struct{ in, want string }{{"", wantAuto}, {"auto", wantAuto}, {"cached", "cached"}, {"bypass", "bypass"}} {
+		if o, err := (SHMOptions{Stores: c.in}).withDefaults(2); err != nil || o.Stores != c.want {
+			t.Errorf("Stores %q: %q, %v; want %q", c.in, o.Stores, err, c.want)
+		}
+	}
+	for _, o := range []SHMOptions{{RingBytes: 100 << 10}, {RingBytes: 1 << 10}, {RingBytes: 1 << 20, ChunkBytes: 512 << 10}, {ChunkBytes: -1}, {Stores: "fast"}} {
 		if _, err := o.withDefaults(2); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
@@ -525,5 +536,31 @@ func TestDrainerIdlesWithoutSystemCall(t *testing.T) {
 	}
 	if found != len(ws) {
 		t.Fatalf("found %d drainer goroutines, want %d:\n%s", found, len(ws), stacks)
+	}
+}
+
+// TestSHMStoresChoosesCopies: attaching a segment sets how the process
+// writes for its peers (kernel.CopyShared), and messages arrive intact
+// either way.
+func TestSHMStoresChoosesCopies(t *testing.T) {
+	defer kernel.SetCacheBypass(kernel.CacheBypass())
+	for _, stores := range []string{"bypass", "cached"} {
+		t.Run(stores, func(t *testing.T) {
+			ws := shmWorldWith(t, 2, SHMOptions{Stores: stores})
+			if got, want := kernel.CacheBypass(), stores == "bypass"; got != want {
+				t.Fatalf("Stores %q: kernel.CacheBypass() = %v", stores, got)
+			}
+			ctx := tctx(t)
+			want := payload(7, 300<<10+5)
+			got := make([]byte, len(want))
+			h := Header{Comm: 1, Seq: 1, Sig: sig(2)}
+			ch := goRecv(ctx, ws[1], 0, h, got)
+			if err := ws[0].Send(ctx, 1, h, want); err != nil {
+				t.Fatal(err)
+			}
+			if r := waitResult(t, ch, 10*time.Second); r.err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("receive: %v (bytes equal: %v)", r.err, bytes.Equal(got, want))
+			}
+		})
 	}
 }

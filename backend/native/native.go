@@ -51,7 +51,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	// host (transport.HostTopology).
 	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
 		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: cfg.Transport.Mode,
-		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes},
+		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes, Stores: cfg.Transport.SHMStores},
 	})
 	if err != nil {
 		return nil, err

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,4 +177,52 @@ func ApplyThread(cpus []int) error {
 		return fmt.Errorf("%w: binding this thread to CPUs %s: %v", ErrBind, Format(cpus), err)
 	}
 	return nil
+}
+
+// OneLastLevelCache reports whether every CPU the ranks of this host
+// share (as HostCPUs counts them) shares one last-level cache, as
+// sysfs describes the caches (false when it does not say).
+func OneLastLevelCache() bool {
+	for _, f := range cpusetFiles() {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if cpus, err := ParseList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
+			return shareLastLevelCache("/sys/devices/system/cpu", cpus)
+		}
+	}
+	return false
+}
+
+// shareLastLevelCache reports whether cpus all share the last-level
+// cache of cpus[0], read under root (/sys/devices/system/cpu): the
+// cache of the highest level among cpu<N>/cache/index*, whose
+// shared_cpu_list must hold every one of cpus.
+func shareLastLevelCache(root string, cpus []int) bool {
+	dirs, _ := filepath.Glob(filepath.Join(root, "cpu"+strconv.Itoa(cpus[0]), "cache", "index*"))
+	level, shared := 0, ""
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "level"))
+		if err != nil {
+			continue
+		}
+		l, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || l <= level {
+			continue
+		}
+		if s, err := os.ReadFile(filepath.Join(d, "shared_cpu_list")); err == nil {
+			level, shared = l, strings.TrimSpace(string(s))
+		}
+	}
+	in, err := ParseList(shared)
+	if level == 0 || err != nil {
+		return false
+	}
+	for _, c := range cpus {
+		if !slices.Contains(in, c) {
+			return false
+		}
+	}
+	return true
 }

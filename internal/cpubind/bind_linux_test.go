@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -129,5 +130,41 @@ func TestHostCPUsWhenBound(t *testing.T) {
 	}
 	if numcpu != 1 || got != host {
 		t.Fatalf("bound child: runtime.NumCPU() = %d, HostCPUs() = %d; want 1 and %d", numcpu, got, host)
+	}
+}
+
+// TestShareLastLevelCache: the last-level cache is the highest level
+// sysfs lists for the first CPU, and every CPU must be in its
+// shared_cpu_list; a tree without caches says no.
+func TestShareLastLevelCache(t *testing.T) {
+	root := t.TempDir()
+	cache := func(cpu, index, level int, shared string) {
+		d := filepath.Join(root, fmt.Sprintf("cpu%d/cache/index%d", cpu, index))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "level"), []byte(fmt.Sprintln(level)), 0o644)
+		os.WriteFile(filepath.Join(d, "shared_cpu_list"), []byte(shared+"\n"), 0o644)
+	}
+	// CPUs 0-3: private L1 and L2, L3 per pair (two CCXs); CPU 4: none.
+	for c := range 4 {
+		cache(c, 0, 1, fmt.Sprint(c))
+		cache(c, 2, 2, fmt.Sprint(c))
+		cache(c, 3, 3, fmt.Sprintf("%d-%d", c&^1, c|1))
+	}
+	for _, tt := range []struct {
+		cpus []int
+		want bool
+	}{
+		{[]int{0, 1}, true},
+		{[]int{2, 3}, true},
+		{[]int{0, 1, 2, 3}, false},
+		{[]int{1, 2}, false},
+		{[]int{0}, true},
+		{[]int{4}, false},
+	} {
+		if got := shareLastLevelCache(root, tt.cpus); got != tt.want {
+			t.Errorf("CPUs %v share a last-level cache: %v, want %v", tt.cpus, got, tt.want)
+		}
 	}
 }

@@ -10,6 +10,9 @@ import (
 // HostCPUs returns runtime.NumCPU(): this platform's cpusets are not read.
 func HostCPUs() int { return runtime.NumCPU() }
 
+// OneLastLevelCache reports false here: the caches are not described.
+func OneLastLevelCache() bool { return false }
+
 // Allowed returns nil: this platform does not say (auto binds nothing).
 func Allowed() ([]int, error) { return nil, nil }
 

@@ -47,8 +47,19 @@ func TestVectorMatchesGoLoops(t *testing.T) {
 }
 
 // TestCopyShared copies like copy at every length and alignment around
-// the non-temporal part's limits.
+// the non-temporal part's limits, with the cache bypassed or not.
 func TestCopyShared(t *testing.T) {
+	defer SetCacheBypass(CacheBypass())
+	for _, bypass := range []bool{true, false} {
+		SetCacheBypass(bypass)
+		if CacheBypass() != bypass {
+			t.Fatalf("SetCacheBypass(%v) did not hold", bypass)
+		}
+		testCopyShared(t)
+	}
+}
+
+func testCopyShared(t *testing.T) {
 	src := make([]byte, 4096+300)
 	for i := range src {
 		src[i] = byte(i*7 + 3)
