@@ -214,11 +214,18 @@ func exchangeStarted(t *testing.T, ws []*Hybrid, h Header, n int, seed uint64, s
 	t.Helper()
 	ctx := tctx(t)
 	bufs := [2][]byte{make([]byte, n), make([]byte, n)}
+	// With started, neither rank receives before both have looked at
+	// their started sends: a receive that drains the peer's ring while
+	// the peer is still in StartSend lets it write the whole message.
+	var looked sync.WaitGroup
+	looked.Add(2)
 	bothRanks(t, func(r int) error {
 		finish := start(ws[r])(ctx, 1-r, h, payload(seed+uint64(r), n))
 		var err error
 		if started != nil {
 			err = started(r)
+			looked.Done()
+			looked.Wait()
 		}
 		if _, rerr := ws[r].Recv(ctx, 1-r, h, bufs[r]); err == nil {
 			err = rerr
