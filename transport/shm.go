@@ -109,9 +109,23 @@ const (
 	// 10 us, p99 of iterations 31.8-35.7 us and loop time 1.03-1.14 us;
 	// 100 us, p99 0.65-0.85 us, 0.55-0.59 us; 1 ms, 0.60-0.75 us,
 	// 0.50-0.60 us.
-	defaultSpinWait        = 200 * time.Microsecond
-	oversubscribedSpinWait = time.Microsecond
-	defaultYieldWait       = time.Millisecond
+	defaultSpinWait = 200 * time.Microsecond
+	// oversubscribedSpinWait: a rank whose host's ranks outnumber its CPUs
+	// yields from its first empty poll, as Open MPI's do when
+	// oversubscribed: the peer waited for is as likely to need this CPU
+	// as to be running. Measured against a spin of 1 us (commbench -n 4
+	// on 2 CPUs, shm, 5 alternating rounds, medians, 2026-11-28 16:16,
+	// Intel Xeon VM, docs/results/2026-11-28/oversubscribed-spin):
+	// all-reduce 8 B 5.28 -> 2.62 us, 64 B 5.10 -> 2.97, 512 B 7.78 ->
+	// 3.57, 4 KiB 8.22 -> 6.38, 32 KiB 19.6 -> 17.1; all-gather 64 KiB
+	// 16.9 -> 15.3; broadcast 1 MiB 184 -> 200 (the one loss). The
+	// stage's waits, between the chunks of large collectives, keep a
+	// spin of oversubscribedStageSpin: without it, 3 alternating rounds
+	// of 64 MiB broadcast took 17.4-21.7 ms against 15.2-19.1, all-to-all
+	// 33.4-38.2 against 27.2-32.8, all-gather 21.7-24.6 against 17.9-20.4.
+	oversubscribedSpinWait  = 0
+	oversubscribedStageSpin = time.Microsecond
+	defaultYieldWait        = time.Millisecond
 	// maxSleep bounds one futex sleep, a safety net: every event that
 	// matters wakes a sleeper explicitly.
 	maxSleep = time.Second
@@ -169,10 +183,12 @@ type SHMOptions struct {
 	// through the ring piece by piece.
 	ChunkBytes int
 	// SpinWait is how long a waiting rank polls before it starts yielding
-	// its CPU (default 200µs, 1µs when the host's ranks outnumber its
+	// its CPU (default 200µs, none when the host's ranks outnumber its
 	// CPUs); YieldWait how long it polls between yields before it sleeps
 	// on a futex (default 1ms). Negative disables the phase.
 	SpinWait, YieldWait time.Duration
+	// stageSpin is SpinWait for the stage's waits (withDefaults).
+	stageSpin time.Duration
 	// SingleCopyBytes is the smallest message that the receiver copies
 	// straight out of the sender's memory instead of through the ring
 	// (where the kernel allows it: process_vm_readv between the ranks'
@@ -223,11 +239,15 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 	}
 	if o.SpinWait == 0 {
 		o.SpinWait = defaultSpinWait
+		o.stageSpin = defaultSpinWait
 		if crowded {
 			// Spinning only delays the peer.
-			o.SpinWait = oversubscribedSpinWait
+			o.SpinWait, o.stageSpin = oversubscribedSpinWait, oversubscribedStageSpin
 		}
+	} else {
+		o.stageSpin = o.SpinWait
 	}
+	o.stageSpin = max(o.stageSpin, 0)
 	if o.YieldWait == 0 {
 		o.YieldWait = defaultYieldWait
 	}

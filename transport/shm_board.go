@@ -367,6 +367,9 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 	}
 	e := w.b.e
 	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	if w.stage {
+		bo.spin = e.opts.stageSpin
+	}
 	me := &w.b.blk[w.b.me]
 	var done <-chan struct{}
 	told := false

@@ -493,6 +493,17 @@ func TestSHMOptionsDefaults(t *testing.T) {
 	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SingleCopyBytes != min(defaultSingleCopyBytes, o.RingBytes/2+1) {
 		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want %d", cpus+1, cpus, o.SingleCopyBytes, min(defaultSingleCopyBytes, o.RingBytes/2+1))
 	}
+	// Spinning: none for a crowded host's small waits, a little between
+	// the stage's chunks; an explicit SpinWait holds for both.
+	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SpinWait != 0 || o.stageSpin != oversubscribedStageSpin {
+		t.Errorf("%d ranks on %d CPUs: spin %v, stage spin %v; want 0, %v", cpus+1, cpus, o.SpinWait, o.stageSpin, oversubscribedStageSpin)
+	}
+	if o, _ := (SHMOptions{}).withDefaults(cpus); o.SpinWait != defaultSpinWait || o.stageSpin != defaultSpinWait {
+		t.Errorf("%d ranks on %d CPUs: spin %v, stage spin %v; want %v", cpus, cpus, o.SpinWait, o.stageSpin, defaultSpinWait)
+	}
+	if o, _ := (SHMOptions{SpinWait: -1}).withDefaults(cpus + 1); o.SpinWait != 0 || o.stageSpin != 0 {
+		t.Errorf("SpinWait -1: spin %v, stage spin %v; want none", o.SpinWait, o.stageSpin)
+	}
 	// Stores: auto follows the host's caches; an explicit choice stays.
 	wantAuto := "bypass"
 	if cpubind.OneLastLevelCache() {
