@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -145,27 +146,31 @@ func connectAs(t *testing.T, rank, size int, addr0 string, timeout time.Duration
 	return time.Since(start), err
 }
 
+// listen serves every connection to a new listener on 127.0.0.1 with
+// serve, closing it when serve returns, until the test ends; it returns
+// the listener's address.
+func listen(t *testing.T, serve func(net.Conn)) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // TestConnectNamesWhatAnswered: when a rank's published address is
 // answered by the wrong process, the connection phase fails at once with
 // an error naming the rank, the address and what answered.
 func TestConnectNamesWhatAnswered(t *testing.T) {
-	listen := func(t *testing.T, serve func(net.Conn)) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() { defer c.Close(); serve(c) }()
-			}
-		}()
-		return ln.Addr().String()
-	}
 	t.Run("another program", func(t *testing.T) {
 		addr := listen(t, func(c net.Conn) { c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n")) })
 		took, err := connectAs(t, 1, 2, addr, 20*time.Second, nil)
@@ -243,21 +248,8 @@ func TestConnectHonoursTimeout(t *testing.T) {
 	// A peer that accepts and never answers, with a handshake timeout
 	// longer than the phase: the phase ends mid-dial on every machine.
 	t.Run("silent", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				t.Cleanup(func() { c.Close() })
-			}
-		}()
-		check(t, ln.Addr().String(), func(o *TCPOptions) { o.HandshakeTimeout = time.Minute })
+		addr := listen(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+		check(t, addr, func(o *TCPOptions) { o.HandshakeTimeout = time.Minute })
 	})
 	// Rank 0 never published an address: the error says so.
 	t.Run("unpublished", func(t *testing.T) {
