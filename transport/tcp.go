@@ -24,7 +24,7 @@ type TCP struct {
 	maxFragment int           // largest data fragment accepted
 	closeWait   time.Duration // bound for goodbye/abort writes and lingering
 	readSpin    atomic.Int64  // TCPOptions.ReadSpin in nanoseconds; readers and waiting writes load it
-	writing     atomic.Int32  // writes waiting for room in a socket (connWriter.pollWrite)
+	writing     atomic.Int32  // writes waiting for room in a socket (connWriter.waitRoom)
 	// yieldWait is how long a receive yields the CPU while it waits for
 	// its peer's bytes before it parks (crowd); 0: it parks at once.
 	yieldWait atomic.Int64
@@ -224,16 +224,8 @@ func (c *tcpConn) writeMessage(ctx context.Context, h Header, payload []byte) (w
 		clear(all) // do not keep the caller's payload reachable
 		c.iov = all[:0]
 	}()
-	if first := c.fast.tryWrite(iov); first > 0 {
-		written = int64(first)
-		if written == total {
-			return written, total, nil
-		}
-		iov = dropFront(iov, first)
-	}
-	// The rest waits for the peer to make room.
-	more, iov := c.fast.pollWrite(ctx, iov)
-	written += int64(more)
+	now, iov := c.fast.writeNow(ctx, iov)
+	written = int64(now)
 	if written == total {
 		return written, total, nil
 	}

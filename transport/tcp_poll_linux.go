@@ -35,7 +35,7 @@ type pollingReader struct {
 	rc   syscall.RawConn
 	spin *atomic.Int64 // nanoseconds
 	// writing counts the endpoint's writes that wait for room in a socket
-	// (connWriter.pollWrite): while one does, the reader yields its P at
+	// (connWriter.waitRoom): while one does, the reader yields its P at
 	// every empty read, so that the writer retries in turn.
 	writing *atomic.Int32
 	// The state of one Read, kept here (the reader goroutine's alone) so
@@ -107,7 +107,7 @@ func (r *pollingReader) readFd(fd uintptr) bool {
 		}
 		if i == 0 || (i&63 == 0 && runtime.GOMAXPROCS(0) == 1) || r.writing.Load() > 0 {
 			// A receive this reader just completed, or a write
-			// waiting for room (connWriter.pollWrite), waits for the P.
+			// waiting for room (connWriter.waitRoom), waits for the P.
 			runtime.Gosched()
 		}
 	}
@@ -119,8 +119,8 @@ func (r *pollingReader) readFd(fd uintptr) bool {
 // the connection's write lock only.
 type connWriter struct {
 	rc      syscall.RawConn
-	spin    *atomic.Int64 // TCPOptions.ReadSpin, nanoseconds: how long pollWrite waits for room
-	writing *atomic.Int32 // the endpoint's writes in pollWrite
+	spin    *atomic.Int64 // TCPOptions.ReadSpin, nanoseconds: how long waitRoom waits for room
+	writing *atomic.Int32 // the endpoint's writes in waitRoom
 	iov     []syscall.Iovec
 	n       int
 	err     error
@@ -137,12 +137,28 @@ func newConnWriter(nc net.Conn, spin *atomic.Int64, writing *atomic.Int32) *conn
 	return w
 }
 
-// pollWrite writes what it can of bufs (the rest of a message the socket
-// did not take at once) by retrying non-blocking writes, yielding the P
-// between tries, for as long as the socket takes bytes at least every
-// spin; it returns how many bytes it wrote and what is left of bufs
-// (whose array and first slice it shortens in place, as dropFront), for
-// the caller to write the blocking way. A write that parks in the
+// writeNow writes what it can of bufs without parking: one non-blocking
+// writev, the common case for small messages (no timer, no goroutine, no
+// allocation), then, if the socket is full, waitRoom. It returns how many
+// bytes it wrote and what is left of bufs (whose array and first slice it
+// shortens in place, as dropFront), for the caller to write the blocking
+// way.
+func (w *connWriter) writeNow(ctx context.Context, bufs [][]byte) (int, [][]byte) {
+	if w == nil || len(bufs) == 0 {
+		return 0, bufs
+	}
+	n, err := w.writeSome(bufs)
+	bufs = dropFront(bufs, n)
+	if len(bufs) == 0 || (err != nil && err != syscall.EAGAIN) {
+		return n, bufs // done, or the blocking write reports the error
+	}
+	more, bufs := w.waitRoom(ctx, bufs)
+	return n + more, bufs
+}
+
+// waitRoom writes bufs as the peer makes room in the socket, retrying
+// non-blocking writes and yielding the P between tries, for as long as
+// the socket takes bytes at least every spin. A write that parks in the
 // network poller instead is woken only when the runtime polls the
 // network, which a P never does while a goroutine is runnable: with one
 // P per rank (GOCOMM_BIND=auto) the connection's polling reader kept it
@@ -152,10 +168,7 @@ func newConnWriter(nc net.Conn, spin *atomic.Int64, writing *atomic.Int32) *conn
 // loop time, 6 alternating rounds, medians 22.6 -> 20.8 ms (all-gather
 // 20.6 -> 19.2, all-reduce 36.4 -> 35.3 in 5 more); messages the socket
 // takes at once (up to a few MiB on loopback) never come here.
-func (w *connWriter) pollWrite(ctx context.Context, bufs [][]byte) (int, [][]byte) {
-	if w == nil || len(bufs) == 0 {
-		return 0, bufs
-	}
+func (w *connWriter) waitRoom(ctx context.Context, bufs [][]byte) (int, [][]byte) {
 	spin := w.spin.Load()
 	if spin <= 0 {
 		return 0, bufs // a crowded host (TCP.crowd): park at once
@@ -163,32 +176,18 @@ func (w *connWriter) pollWrite(ctx context.Context, bufs [][]byte) (int, [][]byt
 	w.writing.Add(1)
 	defer w.writing.Add(-1)
 	n := 0
-	last := clock.Nanos()
-	for len(bufs) > 0 {
+	for last := clock.Nanos(); len(bufs) > 0 && ctx.Err() == nil && clock.Nanos()-last <= spin; {
+		runtime.Gosched()
 		k, err := w.writeSome(bufs)
 		if k > 0 {
 			n += k
 			bufs = dropFront(bufs, k)
 			last = clock.Nanos()
-			continue
-		}
-		if err != syscall.EAGAIN || ctx.Err() != nil || clock.Nanos()-last > spin {
+		} else if err != syscall.EAGAIN {
 			break // the blocking write reports the error
 		}
-		runtime.Gosched()
 	}
 	return n, bufs
-}
-
-// tryWrite writes as much of bufs as the socket takes without blocking
-// and returns how many bytes that was (0 when it takes none, or when w is
-// nil).
-func (w *connWriter) tryWrite(bufs [][]byte) int {
-	if w == nil {
-		return 0
-	}
-	n, _ := w.writeSome(bufs)
-	return n
 }
 
 // writeSome is one non-blocking writev of bufs (at most 1024 of them):

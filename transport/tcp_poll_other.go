@@ -27,9 +27,7 @@ type connWriter struct{}
 
 func newConnWriter(net.Conn, *atomic.Int64, *atomic.Int32) *connWriter { return nil }
 
-func (w *connWriter) tryWrite([][]byte) int { return 0 }
-
-func (w *connWriter) pollWrite(_ context.Context, bufs [][]byte) (int, [][]byte) { return 0, bufs }
+func (w *connWriter) writeNow(_ context.Context, bufs [][]byte) (int, [][]byte) { return 0, bufs }
 
 // readProbe tells whether a connection has bytes to read
 // (tcp_poll_linux.go); here there is none, and TCP.crowd leaves receives

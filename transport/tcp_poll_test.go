@@ -202,7 +202,7 @@ func TestCrowdedReceive(t *testing.T) {
 
 // TestSendWaitsForRoom: messages larger than the sockets' buffers, sent
 // both ways at once, arrive intact whether the sender's wait for room
-// (connWriter.pollWrite) writes all of the rest, or writes part of it and
+// (connWriter.waitRoom) writes all of the rest, or writes part of it and
 // hands what is left to the blocking write (a spin of 1 ns gives up at
 // the first full socket), and with several fragments per message.
 func TestSendWaitsForRoom(t *testing.T) {

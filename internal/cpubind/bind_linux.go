@@ -34,17 +34,22 @@ func Allowed() ([]int, error) {
 // reports, not the host's: 2 ranks so bound on 2 CPUs do not outnumber
 // them.
 func HostCPUs() int {
-	n := runtime.NumCPU()
+	return max(runtime.NumCPU(), len(hostCPUList()))
+}
+
+// hostCPUList lists the CPUs the ranks of this host share, from the first
+// of cpusetFiles that reads; nil when none does.
+func hostCPUList() []int {
 	for _, f := range cpusetFiles() {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		if cpus, err := ParseList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
-			return max(n, len(cpus))
+			return cpus
 		}
 	}
-	return n
+	return nil
 }
 
 // cpusetFiles lists where the process's CPUs may be read, best first: its
@@ -183,16 +188,8 @@ func ApplyThread(cpus []int) error {
 // share (as HostCPUs counts them) shares one last-level cache, as
 // sysfs describes the caches (false when it does not say).
 func OneLastLevelCache() bool {
-	for _, f := range cpusetFiles() {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if cpus, err := ParseList(strings.TrimSpace(string(b))); err == nil && len(cpus) > 0 {
-			return shareLastLevelCache("/sys/devices/system/cpu", cpus)
-		}
-	}
-	return false
+	cpus := hostCPUList()
+	return len(cpus) > 0 && shareLastLevelCache("/sys/devices/system/cpu", cpus)
 }
 
 // shareLastLevelCache reports whether cpus all share the last-level
