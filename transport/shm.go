@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -110,20 +111,13 @@ const (
 	// 100 us, p99 0.65-0.85 us, 0.55-0.59 us; 1 ms, 0.60-0.75 us,
 	// 0.50-0.60 us.
 	defaultSpinWait = 200 * time.Microsecond
-	// oversubscribedSpinWait: a rank whose host's ranks outnumber its CPUs
-	// yields from its first empty poll, as Open MPI's do when
-	// oversubscribed: the peer waited for is as likely to need this CPU
-	// as to be running. Measured against a spin of 1 us (commbench -n 4
-	// on 2 CPUs, shm, 5 alternating rounds, medians, 2026-11-28 16:16,
-	// Intel Xeon VM, docs/results/2026-11-28/oversubscribed-spin):
-	// all-reduce 8 B 5.28 -> 2.62 us, 64 B 5.10 -> 2.97, 512 B 7.78 ->
-	// 3.57, 4 KiB 8.22 -> 6.38, 32 KiB 19.6 -> 17.1; all-gather 64 KiB
-	// 16.9 -> 15.3; broadcast 1 MiB 184 -> 200 (the one loss). The
-	// stage's waits, between the chunks of large collectives, keep a
-	// spin of oversubscribedStageSpin: without it, 3 alternating rounds
-	// of 64 MiB broadcast took 17.4-21.7 ms against 15.2-19.1, all-to-all
-	// 33.4-38.2 against 27.2-32.8, all-gather 21.7-24.6 against 17.9-20.4.
-	oversubscribedSpinWait  = 0
+	// oversubscribedStageSpin: a rank whose host's ranks outnumber its
+	// CPUs spins this long in the stage's waits, between the chunks of
+	// large collectives; its other waits poll for crowdedSpinWait. Without
+	// it (yielding from the first empty poll), 3 alternating rounds of 64
+	// MiB broadcast took 17.4-21.7 ms against 15.2-19.1, all-to-all
+	// 33.4-38.2 against 27.2-32.8, all-gather 21.7-24.6 against 17.9-20.4
+	// (4 ranks on 2 CPUs, 2026-11-28, Intel Xeon VM).
 	oversubscribedStageSpin = time.Microsecond
 	defaultYieldWait        = time.Millisecond
 	// maxSleep bounds one futex sleep, a safety net: every event that
@@ -242,7 +236,7 @@ func (o SHMOptions) withDefaults(nlocal int) (SHMOptions, error) {
 		o.stageSpin = defaultSpinWait
 		if crowded {
 			// Spinning only delays the peer.
-			o.SpinWait, o.stageSpin = oversubscribedSpinWait, oversubscribedStageSpin
+			o.SpinWait, o.stageSpin = crowdedSpinWait(), oversubscribedStageSpin
 		}
 	} else {
 		o.stageSpin = o.SpinWait
@@ -504,6 +498,31 @@ func (b *backoff) next() waitPhase {
 		}
 	}
 	return b.phase
+}
+
+// crowdedSpinWait is how long a rank on a crowded host (more ranks than
+// CPUs) polls before it yields: as long as a system call takes here,
+// measured once, and at least the backoff's first 64 polls. A yield
+// hands the CPU to the co-located rank, and what that costs depends on
+// the machine far more than the chance that the awaited peer, running on
+// another CPU, answers within a few polls: on a 2-vCPU Intel Xeon VM
+// yielding from the first empty poll was the fastest (4 ranks on 2 CPUs,
+// all-reduce 8 B 2.62 us against 5.28 with a 1 us spin, 2026-11-28); on a
+// 2-vCPU AMD EPYC VM whose system calls cost ~1.4 us and whose sched_yield
+// to another process on the CPU ~18 us, it was 3x the slowest (46-53 us
+// against 14-20 with 64 polls first; 1 to 8 us of spin: 13.8-16.4, 20.7).
+// A switch costs a multiple of a system call, so a host whose calls are
+// dear gets a spin of that order; one whose calls are cheap polls only
+// the first 64 times (well under a microsecond; not measured on the Intel
+// VM, where 0 was set against 1 us).
+func crowdedSpinWait() time.Duration {
+	crowdedSpin.once.Do(func() { crowdedSpin.d = systemCallCost() })
+	return crowdedSpin.d
+}
+
+var crowdedSpin struct {
+	once sync.Once
+	d    time.Duration
 }
 
 // yieldCPU gives up the CPU to other threads of any process (ranks may

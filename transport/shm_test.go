@@ -493,10 +493,22 @@ func TestSHMOptionsDefaults(t *testing.T) {
 	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SingleCopyBytes != min(defaultSingleCopyBytes, o.RingBytes/2+1) {
 		t.Errorf("%d ranks on %d CPUs: single copy from %d bytes, want %d", cpus+1, cpus, o.SingleCopyBytes, min(defaultSingleCopyBytes, o.RingBytes/2+1))
 	}
-	// Spinning: none for a crowded host's small waits, a little between
-	// the stage's chunks; an explicit SpinWait holds for both.
-	if o, _ := (SHMOptions{}).withDefaults(cpus + 1); o.SpinWait != 0 || o.stageSpin != oversubscribedStageSpin {
-		t.Errorf("%d ranks on %d CPUs: spin %v, stage spin %v; want 0, %v", cpus+1, cpus, o.SpinWait, o.stageSpin, oversubscribedStageSpin)
+	// Spinning on a crowded host: a system call's time for small waits
+	// (and at least the backoff's first 64 polls, before any yield), a
+	// little between the stage's chunks; an explicit SpinWait holds for
+	// both.
+	o, _ := (SHMOptions{}).withDefaults(cpus + 1)
+	if o.SpinWait != crowdedSpinWait() || o.stageSpin != oversubscribedStageSpin {
+		t.Errorf("%d ranks on %d CPUs: spin %v, stage spin %v; want %v, %v", cpus+1, cpus, o.SpinWait, o.stageSpin, crowdedSpinWait(), oversubscribedStageSpin)
+	}
+	if shmSupported && o.SpinWait <= 0 {
+		t.Errorf("%d ranks on %d CPUs: spin %v, want a system call's time (%v measured)", cpus+1, cpus, o.SpinWait, systemCallCost())
+	}
+	bo := backoff{spin: o.SpinWait, yield: o.YieldWait}
+	for i := 1; shmSupported && i < 64; i++ {
+		if p := bo.next(); p != phaseSpin {
+			t.Fatalf("%d ranks on %d CPUs: poll %d of a wait is phase %v, want a spin before the first yield", cpus+1, cpus, i, p)
+		}
 	}
 	if o, _ := (SHMOptions{}).withDefaults(cpus); o.SpinWait != defaultSpinWait || o.stageSpin != defaultSpinWait {
 		t.Errorf("%d ranks on %d CPUs: spin %v, stage spin %v; want %v", cpus, cpus, o.SpinWait, o.stageSpin, defaultSpinWait)
