@@ -80,6 +80,13 @@ type Options struct {
 	// (cached when the host's CPUs share one last-level cache, else
 	// bypass). The choice holds for the whole process.
 	SHMStores string
+	// TCPCongestion is the TCP congestion control of the data connections
+	// (GOCOMM_TCP_CONGESTION; Linux): "auto" or "" (reno between ranks of
+	// one host, where pacing (bbr) and delay-based slow-start exit (cubic)
+	// only cost, the system's choice between hosts), "system" (the
+	// system's choice everywhere), or an algorithm the kernel has (reno,
+	// cubic, bbr...) for every connection.
+	TCPCongestion string
 	// ListenHost is the host data connections bind to and publish
 	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the
 	// other ranks can reach (see SocketIfname).

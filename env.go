@@ -58,12 +58,13 @@ const (
 	EnvSocketHost = env.EnvSocketHost
 	// EnvSocketIfname chooses the data connections' address by interface
 	// name; GLOO_SOCKET_IFNAME is read when it is unset.
-	EnvSocketIfname = env.EnvSocketIfname
-	EnvGlooIfname   = env.EnvGlooIfname
-	EnvTransport    = env.EnvTransport
-	EnvHostID       = env.EnvHostID
-	EnvSingleCopy   = env.EnvSingleCopy
-	EnvSHMStores    = env.EnvSHMStores
+	EnvSocketIfname  = env.EnvSocketIfname
+	EnvGlooIfname    = env.EnvGlooIfname
+	EnvTransport     = env.EnvTransport
+	EnvHostID        = env.EnvHostID
+	EnvSingleCopy    = env.EnvSingleCopy
+	EnvSHMStores     = env.EnvSHMStores
+	EnvTCPCongestion = env.EnvTCPCongestion
 	// EnvBind binds the rank's process to CPUs: none (default), auto (its
 	// share of the host's CPUs, by local rank) or a CPU list such as 0-3.
 	EnvBind = env.EnvBind

@@ -123,10 +123,19 @@ func TestResolveKnobs(t *testing.T) {
 			t.Errorf("%q with Options %q: stores %q, %v; want %q", tt.env, tt.opt, cfg.transport.SHMStores, err, tt.want)
 		}
 	}
+	for _, tt := range []struct{ env, opt, want string }{
+		{"", "", ""}, {"GOCOMM_TCP_CONGESTION=system", "", "system"}, {"GOCOMM_TCP_CONGESTION=system", "auto", "auto"},
+	} {
+		cfg, err := resolve(Options{TCPCongestion: tt.opt, Getenv: envOf(tt.env)})
+		if err != nil || cfg.transport.TCPCongestion != tt.want {
+			t.Errorf("%q with Options %q: congestion %q, %v; want %q", tt.env, tt.opt, cfg.transport.TCPCongestion, err, tt.want)
+		}
+	}
 
 	for _, bad := range [][]string{
 		{"GOCOMM_TIMEOUT=soon"}, {"DEEPSPEED_TIMEOUT=later"}, {"GOCOMM_DEBUG=loud"}, {"GOCOMM_ALGO_ALLREDUCE=magic"},
 		{"GOCOMM_SHM_SINGLE_COPY=big"}, {"GOCOMM_SHM_SINGLE_COPY=-5"}, {"GOCOMM_SHM_STORES=fast"},
+		{"GOCOMM_TCP_CONGESTION=warp9"},
 		{"GOCOMM_SETTLE=soon"}, {"GOCOMM_SETTLE=-1ms"}, {"GOCOMM_SETTLE=2h"},
 	} {
 		_, err := resolve(Options{Getenv: envOf(bad...)})

@@ -84,7 +84,7 @@ func resolve(opts Options) (config, error) {
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
 		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes, SHMStores: opts.SHMStores},
+		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes, SHMStores: opts.SHMStores, TCPCongestion: opts.TCPCongestion},
 		transportMode: opts.Transport,
 	}
 	if cfg.size == 0 {
@@ -292,6 +292,12 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 	}
 	if err := transport.CheckSHMStores(cfg.transport.SHMStores); err != nil {
 		return env.Errorf("SHMStores (%s) %q: want auto, cached or bypass", EnvSHMStores, cfg.transport.SHMStores)
+	}
+	if cfg.transport.TCPCongestion == "" {
+		cfg.transport.TCPCongestion = e.Get(EnvTCPCongestion)
+	}
+	if err := transport.CheckCongestion(cfg.transport.TCPCongestion); err != nil {
+		return env.Errorf("TCPCongestion (%s): %v", EnvTCPCongestion, err)
 	}
 	if v := e.Get(EnvSettle); v != "" {
 		d, err := time.ParseDuration(v) // "0" included

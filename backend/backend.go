@@ -49,6 +49,9 @@ type TransportConfig struct {
 	// SHMStores is how ranks write for their peers on the host to read
 	// (transport.SHMOptions.Stores): "", auto, cached or bypass.
 	SHMStores string
+	// TCPCongestion is the congestion control of TCP data connections
+	// (transport.TCPOptions.Congestion): "", auto, system, or a name.
+	TCPCongestion string
 }
 
 // Algorithms forces the algorithm of each kind of collective; Auto (the

@@ -86,6 +86,9 @@ func (l Launcher) String() string {
 //	                                     cached (plain copies), bypass (stores that bypass
 //	                                     the writer's cache), or auto (default: cached when
 //	                                     the host's CPUs share one last-level cache)
+//	GOCOMM_TCP_CONGESTION TCPCongestion  TCP congestion control of data connections (Linux):
+//	                                     auto (default: reno within a host, the system's
+//	                                     elsewhere), system, or an algorithm (reno, bbr...)
 //	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
 //	                                     auto (local rank r of n gets block r of n equal
 //	                                     blocks of the CPUs it may use; when ranks outnumber

@@ -50,13 +50,14 @@ const (
 	EnvSocketHost = "GOCOMM_SOCKET_HOST"
 	// EnvSocketIfname chooses the data connections' address by interface
 	// name; GLOO_SOCKET_IFNAME is read when it is unset.
-	EnvSocketIfname = "GOCOMM_SOCKET_IFNAME"
-	EnvGlooIfname   = "GLOO_SOCKET_IFNAME"
-	EnvTransport    = "GOCOMM_TRANSPORT" // auto, tcp or shm
-	EnvHostID       = "GOCOMM_HOST_ID"   // replaces the detected host identity
-	EnvSingleCopy   = "GOCOMM_SHM_SINGLE_COPY"
-	EnvSHMStores    = "GOCOMM_SHM_STORES" // auto, cached or bypass
-	EnvBind         = "GOCOMM_BIND"       // none, auto or a CPU list (package internal/cpubind)
+	EnvSocketIfname  = "GOCOMM_SOCKET_IFNAME"
+	EnvGlooIfname    = "GLOO_SOCKET_IFNAME"
+	EnvTransport     = "GOCOMM_TRANSPORT" // auto, tcp or shm
+	EnvHostID        = "GOCOMM_HOST_ID"   // replaces the detected host identity
+	EnvSingleCopy    = "GOCOMM_SHM_SINGLE_COPY"
+	EnvSHMStores     = "GOCOMM_SHM_STORES"     // auto, cached or bypass
+	EnvTCPCongestion = "GOCOMM_TCP_CONGESTION" // auto, system, or reno, cubic, bbr...
+	EnvBind          = "GOCOMM_BIND"           // none, auto or a CPU list (package internal/cpubind)
 	// EnvSettle is how long Init keeps a rank busy once set up (a
 	// duration, or 0), so that its first operations run after the Go
 	// runtime's monitor has slowed down; the default is the backend's.

@@ -79,6 +79,25 @@ type TCPOptions struct {
 	// its CPUs. Linux only: elsewhere, and under -tags gocomm_portable,
 	// readers park at once and ReadSpin has no effect.
 	ReadSpin time.Duration
+	// Congestion is the TCP congestion control of the data connections
+	// (Linux only): "" or "auto" (the default): reno for a connection whose
+	// two ends are on one host (a loopback address, or the same address
+	// at both ends), the system's choice (net.ipv4.tcp_congestion_control)
+	// for the others; "system": the system's choice for every connection;
+	// or an algorithm the kernel has (net.ipv4.tcp_available_congestion_control:
+	// reno, cubic, bbr...) for every connection, which the kernel may
+	// refuse to a process without CAP_NET_ADMIN unless
+	// net.ipv4.tcp_allowed_congestion_control lists it (reno is always
+	// allowed). Within one host there is no network to probe: bbr's pacing
+	// and cubic's delay-based exit from slow start only cost. On a 2-vCPU
+	// AMD EPYC VM whose default is bbr (2026-11-28, 2 ranks, 64 MiB,
+	// alternating, 5 rounds): broadcast 20-33 ms with bbr, 7.5-8.0 with
+	// reno; all-to-all 19.9-21.2 against 10.7-13.2; all-reduce 37-49
+	// against 23-46; cubic was as fast as reno one way but 2.5x slower
+	// both ways (all-to-all 27-29 ms); iperf3 over loopback 14.4 Gbit/s
+	// with bbr, 55 with reno or cubic, and over a veth pair between two
+	// network namespaces 13 against 50.
+	Congestion string
 
 	hooks *tcpHooks // tests only
 }
@@ -115,6 +134,9 @@ func (o TCPOptions) withDefaults() (TCPOptions, error) {
 		o.ReadSpin = defaultReadSpin
 	}
 	o.ReadSpin = max(o.ReadSpin, 0)
+	if err := CheckCongestion(o.Congestion); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -122,11 +144,12 @@ func (o *TCPOptions) addrKey(rank int) string {
 	return o.Prefix + "/addr/" + strconv.Itoa(rank)
 }
 
-// tune sets socket options on a new connection.
-func (o *TCPOptions) tune(conn net.Conn) {
+// tune sets socket options on a new connection. Only a congestion control
+// asked for by name can fail it: the default's is a preference.
+func (o *TCPOptions) tune(conn net.Conn) error {
 	tc, ok := conn.(*net.TCPConn)
 	if !ok {
-		return
+		return nil
 	}
 	tc.SetNoDelay(true)
 	if o.SocketBuffer > 0 {
@@ -136,6 +159,34 @@ func (o *TCPOptions) tune(conn net.Conn) {
 	if o.KeepAlive > 0 {
 		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: o.KeepAlive, Interval: o.KeepAlive, Count: 3})
 	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	switch o.Congestion {
+	case "system":
+	case "", "auto":
+		if sameHost(tc) {
+			setCongestion(rc, "reno") // a preference: the kernel's choice stands where it refuses
+		}
+	default:
+		if err := setCongestion(rc, o.Congestion); err != nil {
+			return fmt.Errorf("comm: transport: TCP congestion control %q: %w", o.Congestion, err)
+		}
+	}
+	return nil
+}
+
+// sameHost reports whether conn's two ends are on one host: a loopback
+// address, or the same address at both ends.
+func sameHost(conn *net.TCPConn) bool {
+	l, lok := conn.LocalAddr().(*net.TCPAddr)
+	r, rok := conn.RemoteAddr().(*net.TCPAddr)
+	return lok && rok && sameHostAddrs(l, r)
+}
+
+func sameHostAddrs(local, remote *net.TCPAddr) bool {
+	return remote.IP.IsLoopback() || remote.IP.Equal(local.IP)
 }
 
 // ConnectTCP joins the world described by opts: it binds a port chosen by
@@ -163,6 +214,16 @@ func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, er
 		return nil, fmt.Errorf("comm: transport: rank %d: %w", o.Rank, err)
 	}
 	var lc net.ListenConfig
+	if c := o.Congestion; c != "" && c != "auto" && c != "system" {
+		// On the listener, which its connections inherit, so that a
+		// name the kernel refuses fails here, before any peer dials.
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			if err := setCongestion(rc, c); err != nil {
+				return fmt.Errorf("TCP congestion control %q: %w", c, err)
+			}
+			return nil
+		}
+	}
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(bind, "0"))
 	if err != nil {
 		return nil, fmt.Errorf("comm: transport: rank %d: listen: %w", o.Rank, err)
@@ -300,7 +361,11 @@ func (m *meshBuilder) acceptLoop(ctx context.Context, ln net.Listener, wg *sync.
 
 // acceptOne handshakes an incoming connection and admits it, or closes it.
 func (m *meshBuilder) acceptOne(ctx context.Context, conn net.Conn) {
-	m.o.tune(conn)
+	if err := m.o.tune(conn); err != nil {
+		conn.Close()
+		m.strayed(err)
+		return
+	}
 	conn.SetDeadline(time.Now().Add(m.o.HandshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	peer, frag, err := m.hc.acceptHandshake(conn)
@@ -310,17 +375,22 @@ func (m *meshBuilder) acceptOne(ctx context.Context, conn net.Conn) {
 	if err != nil {
 		stop()
 		conn.Close()
-		m.mu.Lock()
-		m.strays++
-		m.stray = err
-		m.mu.Unlock()
-		if m.o.hooks != nil && m.o.hooks.refused != nil {
-			m.o.hooks.refused(err)
-		}
+		m.strayed(err)
 		return
 	}
 	if m.o.hooks != nil && m.o.hooks.accepted != nil {
 		m.o.hooks.accepted(peer)
+	}
+}
+
+// strayed counts an incoming connection refused for err.
+func (m *meshBuilder) strayed(err error) {
+	m.mu.Lock()
+	m.strays++
+	m.stray = err
+	m.mu.Unlock()
+	if m.o.hooks != nil && m.o.hooks.refused != nil {
+		m.o.hooks.refused(err)
 	}
 }
 
@@ -456,7 +526,10 @@ func (m *meshBuilder) dialAddr(ctx context.Context, q int, addr string) error {
 	if err != nil {
 		return err
 	}
-	m.o.tune(conn)
+	if err := m.o.tune(conn); err != nil {
+		conn.Close()
+		return err
+	}
 	conn.SetDeadline(time.Now().Add(m.o.HandshakeTimeout))
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	frag, err := m.hc.dialHandshake(conn, q)

@@ -43,6 +43,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 		Prefix:       "gocomm/native",
 		ListenHost:   cfg.ListenHost,
 		Interface:    cfg.Transport.Interface,
+		Congestion:   cfg.Transport.TCPCongestion,
 		MasterHost:   cfg.Transport.MasterHost,
 		StoreLocalIP: net.ParseIP(cfg.Transport.StoreLocalIP),
 		Secret:       cfg.Secret,
