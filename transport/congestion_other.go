@@ -17,8 +17,7 @@ func congestion(rc syscall.RawConn) (string, error) { return "", errCongestionHe
 // CheckCongestion says whether name is a valid TCPOptions.Congestion:
 // here, only auto and system.
 func CheckCongestion(name string) error {
-	switch name {
-	case "", "auto", "system":
+	if !congestionNamed(name) {
 		return nil
 	}
 	return fmt.Errorf("comm: transport: TCP congestion control %q: %w", name, errCongestionHere)

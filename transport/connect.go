@@ -159,23 +159,27 @@ func (o *TCPOptions) tune(conn net.Conn) error {
 	if o.KeepAlive > 0 {
 		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: o.KeepAlive, Interval: o.KeepAlive, Count: 3})
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return err
-	}
-	switch o.Congestion {
-	case "system":
-	case "", "auto":
-		if sameHost(tc) {
-			setCongestion(rc, "reno") // a preference: the kernel's choice stands where it refuses
+	switch c := o.Congestion; {
+	case congestionNamed(c):
+		rc, err := tc.SyscallConn()
+		if err == nil {
+			err = setCongestion(rc, c)
 		}
-	default:
-		if err := setCongestion(rc, o.Congestion); err != nil {
-			return fmt.Errorf("comm: transport: TCP congestion control %q: %w", o.Congestion, err)
+		if err != nil {
+			return fmt.Errorf("comm: transport: TCP congestion control %q: %w", c, err)
+		}
+	case c != "system" && sameHost(tc):
+		// auto: a preference; the kernel's choice stands where it refuses.
+		if rc, err := tc.SyscallConn(); err == nil {
+			setCongestion(rc, "reno")
 		}
 	}
 	return nil
 }
+
+// congestionNamed reports whether the TCPOptions.Congestion c names an
+// algorithm for every connection, rather than auto or system.
+func congestionNamed(c string) bool { return c != "" && c != "auto" && c != "system" }
 
 // sameHost reports whether conn's two ends are on one host: a loopback
 // address, or the same address at both ends.
@@ -214,7 +218,7 @@ func ConnectTCP(ctx context.Context, store AddrStore, opts TCPOptions) (*TCP, er
 		return nil, fmt.Errorf("comm: transport: rank %d: %w", o.Rank, err)
 	}
 	var lc net.ListenConfig
-	if c := o.Congestion; c != "" && c != "auto" && c != "system" {
+	if c := o.Congestion; congestionNamed(c) {
 		// On the listener, which its connections inherit, so that a
 		// name the kernel refuses fails here, before any peer dials.
 		lc.Control = func(_, _ string, rc syscall.RawConn) error {
