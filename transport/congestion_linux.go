@@ -54,14 +54,16 @@ func congestionList(kind string) string {
 }
 
 // CheckCongestion says whether name is a valid TCPOptions.Congestion:
-// auto, system, or an algorithm this kernel has.
+// auto, system, or an algorithm this kernel has registered (one whose
+// module is not loaded yet is refused, rather than left to a load that
+// only CAP_NET_ADMIN may ask for).
 func CheckCongestion(name string) error {
 	if !congestionNamed(name) {
 		return nil
 	}
 	have := congestionList("available")
 	if have != "?" && !slices.Contains(strings.Split(have, ", "), name) {
-		return fmt.Errorf("comm: transport: TCP congestion control %q: want auto, system or one this kernel has (%s)", name, have)
+		return fmt.Errorf("comm: transport: TCP congestion control %q: want auto, system or one this kernel has (%s; a module adds one: modprobe tcp_%s)", name, have, name)
 	}
 	return nil
 }
