@@ -24,33 +24,26 @@ func setCongestion(rc syscall.RawConn, name string) error {
 	case nil:
 		return nil
 	case unix.EPERM:
-		return fmt.Errorf("the kernel allows this process only %s (net.ipv4.tcp_allowed_congestion_control): %w", congestionList("allowed"), serr)
+		return fmt.Errorf("the kernel allows this process only %s (net.ipv4.tcp_allowed_congestion_control): %w", listText(congestionList("allowed")), serr)
 	case unix.ENOENT:
-		return fmt.Errorf("the kernel has only %s (net.ipv4.tcp_available_congestion_control): %w", congestionList("available"), serr)
+		return fmt.Errorf("the kernel has only %s (net.ipv4.tcp_available_congestion_control): %w", listText(congestionList("available")), serr)
 	}
 	return serr
 }
 
-// congestion returns the congestion control of the socket behind rc.
-func congestion(rc syscall.RawConn) (string, error) {
-	var name string
-	var gerr error
-	if err := rc.Control(func(fd uintptr) {
-		name, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
-	}); err != nil {
-		return "", err
-	}
-	return strings.TrimRight(name, "\x00"), gerr
+// congestionList returns the kernel's congestion controls of kind
+// (available, allowed), or nil where the list cannot be read.
+func congestionList(kind string) []string {
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_" + kind + "_congestion_control")
+	return strings.Fields(string(b))
 }
 
-// congestionList returns the kernel's list of congestion controls of
-// kind (available, allowed) as text, or "?" where it cannot be read.
-func congestionList(kind string) string {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_" + kind + "_congestion_control")
-	if err != nil {
+// listText is names for an error message: "?" when unknown.
+func listText(names []string) string {
+	if len(names) == 0 {
 		return "?"
 	}
-	return strings.Join(strings.Fields(string(b)), ", ")
+	return strings.Join(names, ", ")
 }
 
 // CheckCongestion says whether name is a valid TCPOptions.Congestion:
@@ -61,9 +54,8 @@ func CheckCongestion(name string) error {
 	if !congestionNamed(name) {
 		return nil
 	}
-	have := congestionList("available")
-	if have != "?" && !slices.Contains(strings.Split(have, ", "), name) {
-		return fmt.Errorf("comm: transport: TCP congestion control %q: want auto, system or one this kernel has (%s; a module adds one: modprobe tcp_%s)", name, have, name)
+	if have := congestionList("available"); have != nil && !slices.Contains(have, name) {
+		return fmt.Errorf("comm: transport: TCP congestion control %q: want auto, system or one this kernel has (%s; a module adds one: modprobe tcp_%s)", name, listText(have), name)
 	}
 	return nil
 }

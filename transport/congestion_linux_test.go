@@ -6,8 +6,23 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
+
+// congestion returns the congestion control of the socket behind rc.
+func congestion(rc syscall.RawConn) (string, error) {
+	var name string
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		name, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	}); err != nil {
+		return "", err
+	}
+	return strings.TrimRight(name, "\x00"), gerr
+}
 
 // connCongestion returns the congestion control of each of e's
 // connections.

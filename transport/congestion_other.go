@@ -12,8 +12,6 @@ var errCongestionHere = errors.New("TCP congestion control is chosen on Linux on
 
 func setCongestion(rc syscall.RawConn, name string) error { return errCongestionHere }
 
-func congestion(rc syscall.RawConn) (string, error) { return "", errCongestionHere }
-
 // CheckCongestion says whether name is a valid TCPOptions.Congestion:
 // here, only auto and system.
 func CheckCongestion(name string) error {

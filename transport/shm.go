@@ -515,15 +515,7 @@ func (b *backoff) next() waitPhase {
 // dear gets a spin of that order; one whose calls are cheap polls only
 // the first 64 times (well under a microsecond; not measured on the Intel
 // VM, where 0 was set against 1 us).
-func crowdedSpinWait() time.Duration {
-	crowdedSpin.once.Do(func() { crowdedSpin.d = systemCallCost() })
-	return crowdedSpin.d
-}
-
-var crowdedSpin struct {
-	once sync.Once
-	d    time.Duration
-}
+var crowdedSpinWait = sync.OnceValue(systemCallCost)
 
 // yieldCPU gives up the CPU to other threads of any process (ranks may
 // outnumber cores). With a single P it also lets this process's other
