@@ -108,13 +108,13 @@ func (w *Work) syncRecv() (source, count int, err error) {
 // (flightexchange.go).
 func (w *Work) execute() {
 	rec := w.c.rec
-	var ord uint64
+	var ticket flightTicket
 	if rec != nil {
-		ord = rec.enter(w.req)
+		ticket = rec.enter(w.req)
 	}
 	w.c.perform(w.ctx, w.req, w)
 	if rec != nil {
-		rec.exit(ord, w.err)
+		rec.exit(ticket, w.err)
 		if w.err != nil {
 			w.err = w.c.explainFailure(w.req, w.err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/release"
 )
 
 // The board: small collectives of a world whose ranks all share one
@@ -85,6 +86,7 @@ type Board struct {
 	waiting func(rank int)
 	st      stage  // the stage's state (see AllReduce)
 	touched uint64 // the sum of Exchange's early loads (see there)
+	fence   uint64 // a word for postedWake's fence
 
 	// shared are the live shared allocations (shm_shared.go), guarded by
 	// the endpoint's mapMu; descs, sharedDsts and sharedPieces are
@@ -218,8 +220,14 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 			}
 		}
 	}
-	// Plain stores, then the stamp's atomic one: a peer that loads the
-	// stamp sees everything stored before it.
+	// Plain stores, then the stamp's release store: a peer that loads
+	// the stamp sees everything stored before it. The stamp wakes no
+	// sleeping peer here: a wake must follow a store-load fence (see
+	// until's sleep), which would hold this core until the stamp's line
+	// is taken from the peers polling it; the done word's atomic store
+	// below is one, and a peer asleep on this rank has posted its own
+	// stamp, so the wait below does not wait for it (failures wake
+	// through postedWake).
 	if len(mine) >= boardSharedCopy {
 		kernel.CopyShared(me.payload[s], mine)
 	} else {
@@ -227,8 +235,7 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 	}
 	ws := packSig(sig)
 	*me.seq[s], *me.sig[s][0], *me.sig[s][1], *me.length[s] = seq, ws[0], ws[1], uint32(len(mine))
-	atomic.StoreUint64(me.stamp[s], op)
-	b.wakePeers()
+	release.Store64(me.stamp[s], op)
 	for r := range b.n {
 		if from >= 0 && r != from {
 			continue
@@ -250,10 +257,10 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 				}
 				return ok
 			}); err != nil {
-				return err
+				return b.postedWake(err)
 			}
 			if err := w.check(r, s); err != nil {
-				return err
+				return b.postedWake(err)
 			}
 		}
 		read(r, p.payload[s][:min(atomic.LoadUint32(p.length[s]), BoardBytes)])
@@ -262,6 +269,15 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 	atomic.StoreUint64(me.done, op)
 	b.wakePeers()
 	return nil
+}
+
+// postedWake wakes the peers asleep on this rank after it posted an
+// operation it then failed, and returns err: the wake that the done word
+// would have brought.
+func (b *Board) postedWake(err error) error {
+	atomic.AddUint64(&b.fence, 1) // the store-load fence before the wake
+	b.wakePeers()
+	return err
 }
 
 // hold takes the mapping for one board or stage operation: it returns
