@@ -19,7 +19,54 @@ import (
 // recv on every rank. send and recv have the same length; pass the same
 // slice for an in-place all-reduce.
 func AllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) error {
+	if ran, err := allReduceInline(ctx, c, send, recv, op); ran {
+		return err
+	}
 	return startAllReduce(ctx, c, send, recv, op, algo.Auto).sync()
+}
+
+// allReduceInline runs AllReduce straight on the backend when it can
+// (backend.Inliner: a small all-reduce on a shared-memory board), with
+// the flight record and the op timeout of the general path but without
+// its pooled Work and request and its dispatch through Run: 2 ranks, 8
+// bytes, alternating binaries, 6 rounds, 0.68-0.74 -> 0.59-0.63 us
+// against Open MPI's 0.60-0.64 (2026-11-28). Anything the general path
+// would refuse or treat specially (invalid arguments, a user-defined op,
+// the comms logger, a closed communicator) goes there.
+func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) (bool, error) {
+	if c == nil || c.inline == nil || ctx == nil || (profileHook && c.prof != nil) {
+		return false, nil
+	}
+	dt := dtypeOf[T]()
+	sb, rb := asBytes(send), asBytes(recv)
+	if len(send) != len(recv) || op.IsUser() || !op.ValidFor(dt) || !c.inline.InlinesAllReduce(len(rb)) ||
+		checkOverlap(backend.KindAllReduce, send, recv, true) != nil {
+		return false, nil
+	}
+	seq, err := c.nextSeq()
+	if err != nil {
+		return false, nil
+	}
+	req := backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: sb, Recv: rb, SigCount: len(recv), Source: -1}
+	var ticket flightTicket
+	if c.rec != nil {
+		ticket = c.rec.enter(&req)
+	}
+	if _, ok := ctx.Deadline(); ok {
+		err = c.inline.InlineAllReduce(ctx, seq, dt, op, sb, rb, len(recv))
+	} else {
+		o := withOpTimeout(ctx, c.timeout)
+		err = c.inline.InlineAllReduce(o, seq, dt, op, sb, rb, len(recv))
+		o.release()
+	}
+	if c.rec != nil {
+		c.rec.exit(ticket, err)
+		if err != nil {
+			failed := req
+			err = c.explainFailure(&failed, err)
+		}
+	}
+	return true, err
 }
 
 // StartAllReduce is AllReduce, asynchronous.

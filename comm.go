@@ -147,6 +147,8 @@ type Comm struct {
 	// prof is the comms logger (profiler.go), shared by a world and its
 	// groups; nil when it is off.
 	prof *profiler
+	// inline is be's backend.Inliner, if it is one (allReduceInline).
+	inline backend.Inliner
 
 	// ops holds the user-defined reduce ops (userop.go); on the world only.
 	ops opTable
@@ -260,6 +262,7 @@ func newWorld(be backend.Comm, timeout time.Duration, log *slog.Logger) *Comm {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Comm{be: be, id: 1, timeout: timeout, log: log, rank: be.Rank(), size: be.Size()}
+	c.inline, _ = be.(backend.Inliner)
 	c.global = make([]int, c.size)
 	for i := range c.global {
 		c.global[i] = i

@@ -109,6 +109,7 @@ func (c *Comm) makeGroup(ctx context.Context, ranks []int, id uint64) (*Comm, er
 		return nil, err
 	}
 	g := &Comm{be: be, id: id, timeout: c.timeout, log: c.log, rank: mine, size: len(ranks), world: c.root(), prof: c.prof}
+	g.inline, _ = be.(backend.Inliner)
 	g.global = make([]int, len(ranks))
 	for i, r := range ranks {
 		g.global[i] = c.global[r]

@@ -179,6 +179,51 @@ func boardSig(req *backend.Request, a algo.Algorithm) transport.Signature {
 		Root: int32(req.Root), Count: uint64(req.SigCount)}
 }
 
+// InlinesAllReduce implements backend.Inliner: an all-reduce of n bytes
+// runs on the board (boardEligible).
+func (c *Comm) InlinesAllReduce(n int) bool {
+	return c.board != nil && n <= boardAllReduceMax && c.cfg.Algorithms.For(backend.KindAllReduce) == algo.Auto
+}
+
+// InlineAllReduce implements backend.Inliner: runOnBoard for an all-reduce
+// InlinesAllReduce accepted, without a Request but for its errors.
+func (c *Comm) InlineAllReduce(ctx context.Context, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int) error {
+	req := func() *backend.Request {
+		return &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
+	}
+	if c.isClosed() || !c.turn.Ready(seq) {
+		// Run says so, or waits for the turn.
+		return c.Run(ctx, req())
+	}
+	defer c.turn.Advance(seq)
+	defer c.waits.done()
+	sig := transport.Signature{Kind: backend.KindAllReduce, DType: dt, Op: op, Algo: uint8(algo.SharedBoard), Count: uint64(count)}
+	if err := c.boardAllReduce(ctx, seq, sig, dt, op, send, recv); err != nil {
+		return c.boardError(ctx, req(), err)
+	}
+	return nil
+}
+
+// boardAllReduce runs the all-reduce seq (of signature sig) on the board:
+// every rank's contribution folded in rank order into recv.
+func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Signature, dt backend.DType, op backend.Op, send, recv []byte) error {
+	var rerr error
+	err := c.board.Exchange(ctx, seq, sig, send, len(send), -1, func(r int, p []byte) {
+		if r == 0 {
+			copy(recv, p)
+		} else if rerr == nil {
+			rerr = kernel.Reduce(dt, op, recv, p)
+		}
+	})
+	if err == nil && rerr == nil && op == backend.Avg {
+		rerr = kernel.Divide(dt, recv, c.size)
+	}
+	if err == nil {
+		err = rerr
+	}
+	return err
+}
+
 // runOnBoard runs req on the board if it is one of its collectives
 // (done), else records that this rank runs req's sequence number
 // elsewhere. Either way the next collective may start when it returns.
@@ -207,17 +252,7 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 	var rerr error
 	switch req.Kind {
 	case backend.KindAllReduce:
-		dst := req.Recv
-		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, len(req.Send), -1, func(r int, p []byte) {
-			if r == 0 {
-				copy(dst, p)
-			} else if rerr == nil {
-				rerr = kernel.Reduce(req.DType, req.Op, dst, p)
-			}
-		})
-		if err == nil && rerr == nil && req.Op == backend.Avg {
-			rerr = kernel.Divide(req.DType, dst, c.size)
-		}
+		err = c.boardAllReduce(ctx, req.Seq, sig, req.DType, req.Op, req.Send, req.Recv)
 	case backend.KindReduce:
 		// Every rank posts; the root folds them in rank order, the others
 		// read only their own slot (nothing to wait for).

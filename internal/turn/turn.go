@@ -73,6 +73,10 @@ func (t *Turn) Wait(ctx context.Context, seq uint64, failed, closed <-chan struc
 	}
 }
 
+// Ready reports whether the collective seq may start now: Wait would
+// return at once.
+func (t *Turn) Ready(seq uint64) bool { return seq == 0 || t.started.Load()+1 == seq }
+
 // Advance lets the collective after seq start. Sequence number 0 does
 // nothing.
 func (t *Turn) Advance(seq uint64) {
