@@ -62,7 +62,7 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	if c.rec != nil {
 		c.rec.exit(ticket, err)
 		if err != nil {
-			failed := req
+			failed := req // a copy: req itself stays on the stack
 			err = c.explainFailure(&failed, err)
 		}
 	}
