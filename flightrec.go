@@ -252,9 +252,7 @@ func (r *flightRecorder) snapshot(n int) FlightComm {
 	defer r.mu.Unlock()
 	tot := r.retired
 	for i := range r.ring {
-		if r.ring[i].ord != 0 {
-			tot.add(&r.ring[i])
-		}
+		tot.add(&r.ring[i]) // a slot never used has no end: not counted
 	}
 	fc := FlightComm{
 		ID: r.id, Rank: r.rank, Ranks: slices.Clone(r.global), Ops: r.n, Completed: tot.completed,
@@ -275,7 +273,8 @@ func (r *flightRecorder) snapshot(n int) FlightComm {
 	}
 	// Pending operations older than the kept window still matter.
 	for i := range r.ring {
-		if e := &r.ring[i]; e.ord != 0 && flightIsPending(e) {
+		e := &r.ring[i]
+		if st, _ := e.ended(); e.ord != 0 && st == flightPending {
 			fc.Pending = append(fc.Pending, e.export(r.base))
 		}
 	}
@@ -347,9 +346,4 @@ func (g *Comm) attachGroupFlight() {
 		g.rec = newFlightRecorder(g.id, g.rank, g.global)
 		f.add(g.rec)
 	}
-}
-
-func flightIsPending(e *flightEntry) bool {
-	st, _ := e.ended()
-	return st == flightPending
 }
