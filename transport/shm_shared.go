@@ -309,7 +309,7 @@ func (b *Board) foldShared(descs []sharedDesc, send, recv []byte, fold Fold) err
 		if &send[a] == &recv[a] {
 			pieces[b.me] = b.st.mine[:copy(b.st.mine, send[a:z])]
 		}
-		if err := fold(mine[a:z], pieces); err != nil {
+		if err := fold(mine[a:z], nil, pieces); err != nil {
 			return err
 		}
 		for r, dst := range dsts {

@@ -98,12 +98,12 @@ func TestSharedAllReduce(t *testing.T) {
 								recv = c[:size]
 							}
 						}
-						fold := func(dst []byte, srcs [][]byte) error {
+						fold := func(dst, out []byte, srcs [][]byte) error {
 							lo := 0
 							if p := srcs[(r+1)%n]; len(p) >= 8 {
 								lo = int(binary.LittleEndian.Uint64(p)&0xffffffff) * 8
 							}
-							return sumWords(op, lo)(dst, srcs)
+							return sumWords(op, lo)(dst, out, srcs)
 						}
 						seq++
 						ran, err := b.AllReduceShared(tctx(t), seq, boardTestSig(size), send, recv, 8, fold)
@@ -221,7 +221,7 @@ func FuzzSharedDesc(f *testing.F) {
 	}
 	b := ws[0].Board()
 	send, recv := mems[0][:4096], mems[0][8192:8192+4096]
-	fold := func(dst []byte, srcs [][]byte) error {
+	fold := func(dst, out []byte, srcs [][]byte) error {
 		for i := range dst {
 			dst[i] = srcs[0][i] + srcs[1][i]
 		}

@@ -220,7 +220,7 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, se
 				st.srcs[r] = p
 			}
 		}
-		return fold(recv[off:off+m], st.srcs)
+		return fold(recv[off:off+m], nil, st.srcs)
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 // contribution to operation op is stageWord(op, q, i)), and that dst
 // overlaps none of them.
 func sumWords(op int, lo int) Fold {
-	return func(dst []byte, srcs [][]byte) error {
+	return func(dst, out []byte, srcs [][]byte) error {
 		for q, src := range srcs {
 			if len(src) != len(dst) {
 				return fmt.Errorf("op %d: rank %d's source has %d bytes, dst %d", op, q, len(src), len(dst))
@@ -31,12 +31,15 @@ func sumWords(op int, lo int) Fold {
 		for i := range dst {
 			dst[i] = 0xa5
 		}
-		return plainSum(dst, srcs)
+		return plainSum(dst, out, srcs)
 	}
 }
 
-// plainSum folds little-endian uint64 words.
-func plainSum(dst []byte, srcs [][]byte) error {
+// plainSum folds little-endian uint64 words into dst, and out if not nil.
+func plainSum(dst, out []byte, srcs [][]byte) error {
+	if out != nil && len(out) != len(dst) {
+		return fmt.Errorf("fold into %d bytes and %d", len(dst), len(out))
+	}
 	for i := 0; i < len(dst); i += 8 {
 		var s uint64
 		for _, src := range srcs {
@@ -44,6 +47,7 @@ func plainSum(dst []byte, srcs [][]byte) error {
 		}
 		binary.LittleEndian.PutUint64(dst[i:], s)
 	}
+	copy(out, dst)
 	return nil
 }
 
@@ -66,10 +70,13 @@ func checkStageSums(recv []byte, op, n int) error {
 
 // TestStageAllReduce runs all-reduces of sizes around every boundary of
 // the stage (the board's size, stripes that are not whole lines, one
-// chunk, several) on 2-5 ranks, in place or not, interleaved with board
-// exchanges: every result is the exact sum, on every rank.
+// chunk, several, the size from which results are written around the
+// cache) on 2-5 ranks, in place or not, interleaved with board exchanges:
+// every result is the exact sum, on every rank, and the fold is asked for
+// a second output (the stripe) exactly from StageAroundMin on.
 func TestStageAllReduce(t *testing.T) {
-	sizes := []int{BoardBytes + 8, 4096, 8200, 40000, StageChunk - 8, StageChunk, StageChunk + 8, 3*StageChunk + 1000}
+	sizes := []int{BoardBytes + 8, 4096, 8200, 40000, StageChunk - 8, StageChunk, StageChunk + 8, 3*StageChunk + 1000,
+		StageAroundMin - 8, StageAroundMin + StageChunk/2 + 8}
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			ops := 4 * len(sizes)
@@ -91,7 +98,10 @@ func TestStageAllReduce(t *testing.T) {
 					}
 					// The fold checks the first word of each source against
 					// the stripe's start: find it from the chunk's bytes.
-					fold := func(dst []byte, srcs [][]byte) error {
+					fold := func(dst, out []byte, srcs [][]byte) error {
+						if (out != nil) != (size >= StageAroundMin) {
+							return fmt.Errorf("a fold of a %d-byte all-reduce with a second output: %v", size, out != nil)
+						}
 						lo := 0
 						for q, src := range srcs {
 							if q != r && len(src) >= 8 {
@@ -99,7 +109,7 @@ func TestStageAllReduce(t *testing.T) {
 								break
 							}
 						}
-						return sumWords(op, lo)(dst, srcs)
+						return sumWords(op, lo)(dst, out, srcs)
 					}
 					if err := b.AllReduce(tctx(t), seq+1, boardTestSig(size), send, recv, 8, fold); err != nil {
 						return fmt.Errorf("op %d (%d bytes): %v", op, size, err)

@@ -169,7 +169,12 @@ func (c *Comm) allReduceOnStage(ctx context.Context, req *backend.Request, sig t
 // stageFold is the fold of req's reduction for the stage.
 func stageFold(req *backend.Request) transport.Fold {
 	dt, op := req.DType, req.Op
-	return func(dst []byte, srcs [][]byte) error { return kernel.ReduceAll(dt, op, dst, srcs) }
+	return func(dst, out []byte, srcs [][]byte) error {
+		if out != nil {
+			return kernel.ReduceAllOut(dt, op, dst, out, srcs)
+		}
+		return kernel.ReduceAll(dt, op, dst, srcs)
+	}
 }
 
 // boardSig is the signature a board collective posts: the schedules'

@@ -243,17 +243,22 @@ func TestBoardCollectives(t *testing.T) {
 			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: 1, Algorithm: algo.Tree}
 		})
 		// Above the board: all-reduces on its stage (sizes around its
-		// all-read size and its chunk), the other kinds on schedules.
-		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, transport.StageChunk/4*2 + 5} {
+		// all-read size and its chunk, and one whose result is written
+		// around the cache), the other kinds on schedules.
+		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, transport.StageChunk/4*2 + 5, transport.StageAroundMin/4 + 5} {
 			for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
 				for _, inPlace := range []bool{false, true} {
 					run(fmt.Sprintf("all-reduce %v of %d in place %v", op, count, inPlace), algo.SharedStage, func(r int, req *backend.Request) {
-						for i := range count {
-							want := map[backend.Op]float32{
-								backend.Sum: float32(n*(n-1)/2 + n*(i%7)),
-								backend.Max: float32(n - 1 + i%7),
-								backend.Avg: float32(n-1)/2 + float32(i%7),
+						var wants [7]float32
+						for k := range wants {
+							wants[k] = map[backend.Op]float32{
+								backend.Sum: float32(n*(n-1)/2 + n*k),
+								backend.Max: float32(n - 1 + k),
+								backend.Avg: float32(n-1)/2 + float32(k),
 							}[op]
+						}
+						for i := range count {
+							want := wants[i%7]
 							if got := math.Float32frombits(binary.LittleEndian.Uint32(req.Recv[4*i:])); got != want {
 								t.Fatalf("%d ranks, all-reduce %v of %d: rank %d's element %d is %v, want %v", n, op, count, r, i, got, want)
 							}

@@ -318,6 +318,75 @@ func TestReduceAllMatchesReduce(t *testing.T) {
 	}
 }
 
+// TestReduceAllOutMatchesReduceAll: ReduceAllOut writes exactly
+// ReduceAll's result to both of its outputs, for 1-4 sources, lengths
+// across the piece it works in, outputs aligned and not for its stores
+// around the cache, with the bypass on and off; it writes nothing else and
+// leaves its sources alone.
+func TestReduceAllOutMatchesReduceAll(t *testing.T) {
+	defer SetCacheBypass(CacheBypass())
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, bypass := range []bool{true, false} {
+		SetCacheBypass(bypass)
+		for _, dt := range allDTypes {
+			for _, op := range allOps {
+				if !op.ValidFor(dt) {
+					if err := ReduceAllOut(dt, op, make([]byte, 8), make([]byte, 8), [][]byte{make([]byte, 8), make([]byte, 8)}); !errors.Is(err, ErrUnsupported) {
+						t.Errorf("%v %v: %v, want ErrUnsupported", dt, op, err)
+					}
+					continue
+				}
+				for _, n := range []int{0, 1, 9, 20000} {
+					for k := 1; k <= 4; k++ {
+						var srcs, orig [][]byte
+						for range k {
+							a, _ := randomBuffers(rng, dt, n)
+							srcs, orig = append(srcs, a), append(orig, append([]byte(nil), a...))
+						}
+						want := make([]byte, n*dt.Size())
+						if err := ReduceAll(dt, op, want, srcs); err != nil {
+							t.Fatal(err)
+						}
+						for _, off := range []int{0, dt.Size()} {
+							buf, obuf := Alloc(len(want)+off+64), Alloc(len(want)+off+64)
+							dst, out := buf[off:off+len(want)], obuf[off:off+len(want)]
+							if err := ReduceAllOut(dt, op, dst, out, srcs); err != nil {
+								t.Fatal(err)
+							}
+							if !bytes.Equal(dst, want) || !bytes.Equal(out, want) {
+								t.Fatalf("bypass %v, %v %v n=%d, %d sources, offset %d: ReduceAllOut differs from ReduceAll", bypass, dt, op, n, k, off)
+							}
+							for _, b := range append(append(buf[:off:off], buf[off+len(want):]...), append(obuf[:off:off], obuf[off+len(want):]...)...) {
+								if b != 0 {
+									t.Fatalf("bypass %v, %v %v n=%d, offset %d: wrote outside dst or out", bypass, dt, op, n, off)
+								}
+							}
+							for i := range srcs {
+								if !bytes.Equal(srcs[i], orig[i]) {
+									t.Fatalf("%v %v n=%d: ReduceAllOut changed source %d", dt, op, n, i)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	two := [][]byte{make([]byte, 8), make([]byte, 8)}
+	if err := ReduceAllOut(core.Float32, core.Sum, make([]byte, 8), make([]byte, 4), two); !errors.Is(err, ErrLength) {
+		t.Errorf("short out: %v", err)
+	}
+	if err := ReduceAllOut(core.Float32, core.Sum, make([]byte, 8), make([]byte, 8), [][]byte{make([]byte, 8), make([]byte, 4)}); !errors.Is(err, ErrLength) {
+		t.Errorf("short source: %v", err)
+	}
+	if err := ReduceAllOut(core.Float32, core.Sum, make([]byte, 8), make([]byte, 8), nil); !errors.Is(err, ErrLength) {
+		t.Errorf("no sources: %v", err)
+	}
+	if err := ReduceAllOut(core.Float32, core.Sum, make([]byte, 6), make([]byte, 6), [][]byte{make([]byte, 6), make([]byte, 6)}); !errors.Is(err, ErrLength) {
+		t.Errorf("6 bytes of float32: %v", err)
+	}
+}
+
 func TestDivideMatchesReference(t *testing.T) {
 	divisors := []int{2, 3, 7, 8, 10, 127, 128, 129, 255, 256, 1000, 65537, 1 << 24, 1<<24 + 1, 1<<31 - 1}
 	rng := rand.New(rand.NewPCG(3, 4))

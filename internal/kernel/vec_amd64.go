@@ -69,6 +69,61 @@ func reduceVector(dt core.DType, op core.Op, dst, src []byte) int {
 	return n
 }
 
+// addF32ToNTAVX2 and the others set d[i] = d2[i] = a[i] op b[i] for the
+// first n bytes (a multiple of 128) with non-temporal stores, fenced; d
+// and d2 are 32-byte aligned, a may be d.
+//
+//go:noescape
+func addF32ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func addF64ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func mulF32ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func mulF64ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func addI32ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func addI64ToNTAVX2(d, d2, a, b *byte, n int)
+
+//go:noescape
+func mulI32ToNTAVX2(d, d2, a, b *byte, n int)
+
+// reduceToNT sets d[i] = d2[i] = a[i] op b[i] with non-temporal stores for
+// the longest prefix it has a kernel for (none unless d and d2 are 32-byte
+// aligned) and returns its length in bytes.
+func reduceToNT(dt core.DType, op core.Op, d, d2, a, b []byte) int {
+	n := len(d) &^ 127
+	if !hasAVX2 || n == 0 || uintptr(unsafe.Pointer(&d[0]))&31 != 0 || uintptr(unsafe.Pointer(&d2[0]))&31 != 0 {
+		return 0
+	}
+	pd, pd2, pa, pb := &d[0], &d2[0], &a[0], &b[0]
+	switch {
+	case (op == core.Sum || op == core.Avg) && dt == core.Float32:
+		addF32ToNTAVX2(pd, pd2, pa, pb, n)
+	case (op == core.Sum || op == core.Avg) && dt == core.Float64:
+		addF64ToNTAVX2(pd, pd2, pa, pb, n)
+	case (op == core.Sum || op == core.Avg) && (dt == core.Int32 || dt == core.Uint32):
+		addI32ToNTAVX2(pd, pd2, pa, pb, n)
+	case (op == core.Sum || op == core.Avg) && (dt == core.Int64 || dt == core.Uint64):
+		addI64ToNTAVX2(pd, pd2, pa, pb, n)
+	case op == core.Prod && dt == core.Float32:
+		mulF32ToNTAVX2(pd, pd2, pa, pb, n)
+	case op == core.Prod && dt == core.Float64:
+		mulF64ToNTAVX2(pd, pd2, pa, pb, n)
+	case op == core.Prod && (dt == core.Int32 || dt == core.Uint32):
+		mulI32ToNTAVX2(pd, pd2, pa, pb, n)
+	default:
+		return 0
+	}
+	return n
+}
+
 // copyNTAVX2 copies n bytes (a multiple of 128) to d (32-byte aligned)
 // with non-temporal stores, fenced.
 //

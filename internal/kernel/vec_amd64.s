@@ -32,6 +32,47 @@ loop: \
 done: \
 	RET
 
+// TERNARY128NT(op) sets d[i] = d2[i] = a[i] op b[i] over n bytes (n a
+// multiple of 128; d and d2 32-byte aligned) with stores that bypass the
+// cache, then orders them before any later store (SFENCE); a's value is
+// op's first source. a may be d. Arguments: d+0(FP), d2+8(FP), a+16(FP),
+// b+24(FP), n+32(FP).
+#define TERNARY128NT(op) \
+	MOVQ d+0(FP), DI \
+	MOVQ d2+8(FP), DX \
+	MOVQ a+16(FP), SI \
+	MOVQ b+24(FP), BX \
+	MOVQ n+32(FP), CX \
+	SHRQ $7, CX \
+	JZ   done \
+loop: \
+	VMOVDQU  (SI), Y0 \
+	VMOVDQU  32(SI), Y1 \
+	VMOVDQU  64(SI), Y2 \
+	VMOVDQU  96(SI), Y3 \
+	op       (BX), Y0, Y0 \
+	op       32(BX), Y1, Y1 \
+	op       64(BX), Y2, Y2 \
+	op       96(BX), Y3, Y3 \
+	VMOVNTDQ Y0, (DI) \
+	VMOVNTDQ Y1, 32(DI) \
+	VMOVNTDQ Y2, 64(DI) \
+	VMOVNTDQ Y3, 96(DI) \
+	VMOVNTDQ Y0, (DX) \
+	VMOVNTDQ Y1, 32(DX) \
+	VMOVNTDQ Y2, 64(DX) \
+	VMOVNTDQ Y3, 96(DX) \
+	ADDQ     $128, DI \
+	ADDQ     $128, DX \
+	ADDQ     $128, SI \
+	ADDQ     $128, BX \
+	DECQ     CX \
+	JNZ      loop \
+	SFENCE \
+	VZEROUPPER \
+done: \
+	RET
+
 // func addF32AVX2(d, s *byte, n int)
 TEXT ·addF32AVX2(SB), NOSPLIT, $0-24
 	BINARY128(VADDPS)
@@ -86,3 +127,31 @@ ntloop:
 	VZEROUPPER
 ntdone:
 	RET
+
+// func addF32ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·addF32ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VADDPS)
+
+// func addF64ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·addF64ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VADDPD)
+
+// func mulF32ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·mulF32ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VMULPS)
+
+// func mulF64ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·mulF64ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VMULPD)
+
+// func addI32ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·addI32ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VPADDD)
+
+// func addI64ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·addI64ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VPADDQ)
+
+// func mulI32ToNTAVX2(d, d2, a, b *byte, n int)
+TEXT ·mulI32ToNTAVX2(SB), NOSPLIT, $0-40
+	TERNARY128NT(VPMULLD)

@@ -9,3 +9,5 @@ import "github.com/gocomm/comm/core"
 func reduceVector(core.DType, core.Op, []byte, []byte) int { return 0 }
 
 func copyNT(dst, src []byte) (lo, hi int) { return 0, 0 }
+
+func reduceToNT(core.DType, core.Op, []byte, []byte, []byte, []byte) int { return 0 }
