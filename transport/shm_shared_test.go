@@ -47,11 +47,13 @@ func sharedFiles(t *testing.T, b *Board) []string {
 // 2, 3 and 5 ranks, in place and not, at sizes around the stripes'
 // cuts and the fold's pieces, each followed by a board exchange: every
 // rank ends with the exact sum, folded in rank order. When one rank's
-// recv is not shared, every rank is told to run it elsewhere. Nothing is
-// left on disk, and freeing unmaps.
+// recv is not shared, every rank is told to run it elsewhere. From
+// StageAroundMin, 2 ranks fold straight into both results (the fold is
+// asked for the peer's as a second output), more ranks as below it.
+// Nothing is left on disk, and freeing unmaps.
 func TestSharedAllReduce(t *testing.T) {
-	sizes := []int{8, 64, 4096 + 8, sharedPiece - 8, sharedPiece + 8, 3*sharedPiece + 4000, 300000}
-	const alloc = 1 << 20
+	sizes := []int{8, 64, 4096 + 8, sharedPiece - 8, sharedPiece + 8, 3*sharedPiece + 4000, 300000, StageAroundMin + 4000}
+	const alloc = StageAroundMin + 1<<20
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			ws := shmWorld(t, n)
@@ -98,7 +100,11 @@ func TestSharedAllReduce(t *testing.T) {
 								recv = c[:size]
 							}
 						}
+						outs := 0
 						fold := func(dst, out []byte, srcs [][]byte) error {
+							if out != nil {
+								outs++
+							}
 							lo := 0
 							if p := srcs[(r+1)%n]; len(p) >= 8 {
 								lo = int(binary.LittleEndian.Uint64(p)&0xffffffff) * 8
@@ -124,6 +130,10 @@ func TestSharedAllReduce(t *testing.T) {
 						}
 						if err := checkStageSums(recv, op, n); err != nil {
 							errs <- fmt.Errorf("rank %d op %d (%d bytes, case %d): %v", r, op, size, op%3, err)
+							return
+						}
+						if wantOut := size >= StageAroundMin && (n == 2 || !ran); (outs > 0) != wantOut {
+							errs <- fmt.Errorf("rank %d op %d (%d bytes, shared %v): %d folds with a second output, want some: %v", r, op, size, ran, outs, wantOut)
 							return
 						}
 						seq++

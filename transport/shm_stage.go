@@ -61,7 +61,7 @@ const (
 	// peers' stripes are copied with CopyShared, so that no line of a
 	// result too large to stay in the cache is read for ownership before
 	// it is written. 2 ranks, binaries alternating, 3 rounds each
-	// (2026-11-29 00:25-00:50): 64 MiB 8.5-8.9 -> 7.1-7.5 ms, 32 MiB
+	// (2026-11-28 23:55-00:00 UTC): 64 MiB 8.5-8.9 -> 7.1-7.5 ms, 32 MiB
 	// 3.8-3.9 -> 3.0-3.2, 16 MiB 1.68-1.72 -> 1.34-1.36, 8 MiB 0.69-0.71
 	// -> 0.63-0.66 (one round 0.84); 1-2 MiB alike, which fit the L2
 	// cache; 4 ranks on 2 CPUs alike at 8 and 64 MiB.
