@@ -122,7 +122,9 @@ func ReduceAll(dt core.DType, op core.Op, dst []byte, srcs [][]byte) error {
 }
 
 // ReduceAllOut is ReduceAll writing the result twice, to dst and to out
-// (of dst's length; neither overlaps another buffer), with stores that
+// (of dst's length; dst overlaps no other buffer, and out none but
+// possibly a source it is exactly: element i is stored after every
+// source's element i is read), with stores that
 // bypass this core's cache where it can (with CacheBypass on, linux/amd64
 // with AVX2, the ops Reduce runs in vector registers, dst and out 32-byte
 // aligned), and in one pass over the sources. It is for results too large

@@ -372,6 +372,28 @@ func TestReduceAllOutMatchesReduceAll(t *testing.T) {
 			}
 		}
 	}
+	// out may be one of the sources (a shared all-reduce in place writes
+	// the peer's result over the peer's input).
+	for k := 2; k <= 4; k++ {
+		for alias := range k {
+			var srcs [][]byte
+			for range k {
+				a, _ := randomBuffers(rng, core.Float32, 20000)
+				srcs = append(srcs, a)
+			}
+			want := make([]byte, len(srcs[0]))
+			if err := ReduceAll(core.Float32, core.Sum, want, srcs); err != nil {
+				t.Fatal(err)
+			}
+			dst := Alloc(len(want))
+			if err := ReduceAllOut(core.Float32, core.Sum, dst, srcs[alias], srcs); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(dst, want) || !bytes.Equal(srcs[alias], want) {
+				t.Fatalf("%d sources, out is source %d: results differ from ReduceAll", k, alias)
+			}
+		}
+	}
 	two := [][]byte{make([]byte, 8), make([]byte, 8)}
 	if err := ReduceAllOut(core.Float32, core.Sum, make([]byte, 8), make([]byte, 4), two); !errors.Is(err, ErrLength) {
 		t.Errorf("short out: %v", err)
