@@ -124,16 +124,16 @@ func ReduceAll(dt core.DType, op core.Op, dst []byte, srcs [][]byte) error {
 // ReduceAllOut is ReduceAll writing the result twice, to dst and to out
 // (of dst's length; dst overlaps no other buffer, and out none but
 // possibly a source it is exactly: element i is stored after every
-// source's element i is read), with stores that
-// bypass this core's cache where it can (with CacheBypass on, linux/amd64
-// with AVX2, the ops Reduce runs in vector registers, dst and out 32-byte
-// aligned), and in one pass over the sources. It is for results too large
-// to stay in the cache that another core reads from out: ReduceAll then
-// CopyShared would write dst with reads for ownership and read it back
-// (a rank's stripe of a 64 MiB all-reduce on the shared-memory stage, 2
-// ranks: 14.4-15.1 us per 128 KiB against 9.9-11.9, 2026-11-29). It
-// returns after the stores are ordered before any later store. Lengths
-// and ops are checked as by ReduceAll.
+// source's element i is read), with stores that bypass this core's cache
+// where it can (with CacheBypass on, linux/amd64 with AVX2, the ops
+// Reduce runs in vector registers, dst and out 32-byte aligned), and in
+// one pass over the sources. It is for results too large to stay in the
+// cache that another core reads from out: ReduceAll then CopyShared would
+// write dst with reads for ownership and read it back (a rank's stripe of
+// a 64 MiB all-reduce on the shared-memory stage, 2 ranks: 14.4-15.1 us
+// per 128 KiB against 9.9-11.9, 2026-11-28). It returns after the stores
+// are ordered before any later store. Lengths and ops are checked as by
+// ReduceAll.
 func ReduceAllOut(dt core.DType, op core.Op, dst, out []byte, srcs [][]byte) error {
 	if len(out) != len(dst) {
 		return fmt.Errorf("%w: ReduceAllOut %v %v: dst has %d bytes but out has %d; pass equal lengths",

@@ -39,6 +39,43 @@ func addI64AVX2(d, s *byte, n int)
 //go:noescape
 func mulI32AVX2(d, s *byte, n int)
 
+// vecKernel names the pair of vector kernels (in place, and into two
+// outputs around the cache) that reduce a dtype with an op.
+type vecKernel uint8
+
+const (
+	noVec vecKernel = iota
+	vecAddF32
+	vecAddF64
+	vecAddI32
+	vecAddI64
+	vecMulF32
+	vecMulF64
+	vecMulI32
+)
+
+// vecKernelOf returns the kernels for dt and op, or noVec.
+func vecKernelOf(dt core.DType, op core.Op) vecKernel {
+	sum, prod := op == core.Sum || op == core.Avg, op == core.Prod
+	switch {
+	case sum && dt == core.Float32:
+		return vecAddF32
+	case sum && dt == core.Float64:
+		return vecAddF64
+	case sum && (dt == core.Int32 || dt == core.Uint32):
+		return vecAddI32
+	case sum && (dt == core.Int64 || dt == core.Uint64):
+		return vecAddI64
+	case prod && dt == core.Float32:
+		return vecMulF32
+	case prod && dt == core.Float64:
+		return vecMulF64
+	case prod && (dt == core.Int32 || dt == core.Uint32):
+		return vecMulI32
+	}
+	return noVec
+}
+
 // reduceVector reduces the longest prefix of dst and src (aligned to
 // their element size) it has a kernel for and returns its length in
 // bytes.
@@ -47,22 +84,25 @@ func reduceVector(dt core.DType, op core.Op, dst, src []byte) int {
 	if !hasAVX2 || n == 0 {
 		return 0
 	}
-	d, s := &dst[0], &src[0]
-	switch {
-	case (op == core.Sum || op == core.Avg) && dt == core.Float32:
-		addF32AVX2(d, s, n)
-	case (op == core.Sum || op == core.Avg) && dt == core.Float64:
-		addF64AVX2(d, s, n)
-	case (op == core.Sum || op == core.Avg) && (dt == core.Int32 || dt == core.Uint32):
-		addI32AVX2(d, s, n)
-	case (op == core.Sum || op == core.Avg) && (dt == core.Int64 || dt == core.Uint64):
-		addI64AVX2(d, s, n)
-	case op == core.Prod && dt == core.Float32:
-		mulF32AVX2(d, s, n)
-	case op == core.Prod && dt == core.Float64:
-		mulF64AVX2(d, s, n)
-	case op == core.Prod && (dt == core.Int32 || dt == core.Uint32):
-		mulI32AVX2(d, s, n)
+	k := vecKernelOf(dt, op)
+	// Direct calls, not a table of funcs: a call through a func value
+	// makes dst and src escape (TestReduceDoesNotAllocate).
+	d, p := &dst[0], &src[0]
+	switch k {
+	case vecAddF32:
+		addF32AVX2(d, p, n)
+	case vecAddF64:
+		addF64AVX2(d, p, n)
+	case vecAddI32:
+		addI32AVX2(d, p, n)
+	case vecAddI64:
+		addI64AVX2(d, p, n)
+	case vecMulF32:
+		mulF32AVX2(d, p, n)
+	case vecMulF64:
+		mulF64AVX2(d, p, n)
+	case vecMulI32:
+		mulI32AVX2(d, p, n)
 	default:
 		return 0
 	}
@@ -102,21 +142,22 @@ func reduceToNT(dt core.DType, op core.Op, d, d2, a, b []byte) int {
 	if !hasAVX2 || n == 0 || uintptr(unsafe.Pointer(&d[0]))&31 != 0 || uintptr(unsafe.Pointer(&d2[0]))&31 != 0 {
 		return 0
 	}
+	k := vecKernelOf(dt, op)
 	pd, pd2, pa, pb := &d[0], &d2[0], &a[0], &b[0]
-	switch {
-	case (op == core.Sum || op == core.Avg) && dt == core.Float32:
+	switch k {
+	case vecAddF32:
 		addF32ToNTAVX2(pd, pd2, pa, pb, n)
-	case (op == core.Sum || op == core.Avg) && dt == core.Float64:
+	case vecAddF64:
 		addF64ToNTAVX2(pd, pd2, pa, pb, n)
-	case (op == core.Sum || op == core.Avg) && (dt == core.Int32 || dt == core.Uint32):
+	case vecAddI32:
 		addI32ToNTAVX2(pd, pd2, pa, pb, n)
-	case (op == core.Sum || op == core.Avg) && (dt == core.Int64 || dt == core.Uint64):
+	case vecAddI64:
 		addI64ToNTAVX2(pd, pd2, pa, pb, n)
-	case op == core.Prod && dt == core.Float32:
+	case vecMulF32:
 		mulF32ToNTAVX2(pd, pd2, pa, pb, n)
-	case op == core.Prod && dt == core.Float64:
+	case vecMulF64:
 		mulF64ToNTAVX2(pd, pd2, pa, pb, n)
-	case op == core.Prod && (dt == core.Int32 || dt == core.Uint32):
+	case vecMulI32:
 		mulI32ToNTAVX2(pd, pd2, pa, pb, n)
 	default:
 		return 0
