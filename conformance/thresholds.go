@@ -13,16 +13,25 @@ import (
 // at once or lazily, sending inline, pipelining broadcasts, the ring for
 // all-reduce on a host with more ranks than CPUs (1 KiB), the shared-memory
 // board's limits per kind (1, 2, 8 and 16 KiB), the broadcast's on the
-// board's stage (128 KiB with more ranks than CPUs, 1 MiB). backend/native's
+// board's stage (128 KiB with more ranks than CPUs, 1 MiB), halving-doubling
+// for all-reduce over TCP with more ranks than CPUs (from 512 KiB; see
+// AllReduceThresholds for where it ends). backend/native's
 // tests check that its cost model uses no size missing here, so a new
 // threshold gets cases of its own.
 var Thresholds = []int{1 << 10, 2 << 10, 8 << 10, 16 << 10, 64 << 10, 128 << 10, 512 << 10, 1 << 20}
 
+// AllReduceThresholds are sizes, in bytes, at which only the native
+// backend's all-reduce changes what it does (halving-doubling gives way
+// to the ring over TCP with more ranks than CPUs, 4 MiB): ThresholdCases
+// runs only all-reduces around them, since every other kind at these
+// sizes would add minutes under -race and test nothing new.
+var AllReduceThresholds = []int{4 << 20}
+
 // ThresholdCases returns every collective at the counts whose message size,
 // as a cost model measures it (the whole buffer of all-reduce, reduce and
 // broadcast; the total over all ranks of the others), falls one element
-// below, at, and one element above each of Thresholds, on a communicator of
-// size ranks. The rooted collectives run for every root, once with the
+// below, at, and one element above each of Thresholds (only all-reduces
+// around AllReduceThresholds), on a communicator of size ranks. The rooted collectives run for every root, once with the
 // buffers only the root needs left nil on the other ranks and once with
 // full ones there: the ranks must agree on a schedule either way.
 func ThresholdCases(size int) []Case {
@@ -67,6 +76,12 @@ func ThresholdCases(size int) []Case {
 			for _, n := range per {
 				add(kind, n)
 			}
+		}
+	}
+	for _, b := range AllReduceThresholds {
+		t := b / es
+		for _, n := range []int{t - 1, t, t + 1} {
+			add(opAllReduce, n)
 		}
 	}
 	// The object forms, whose byte counts only the ranks' encodings agree

@@ -19,6 +19,11 @@ func TestEngineThresholdsHaveConformanceCases(t *testing.T) {
 			t.Errorf("the engine changes behaviour at %d bytes, but conformance.Thresholds (%v) has no cases around it", b, conformance.Thresholds)
 		}
 	}
+	for _, b := range native.EngineAllReduceThresholds {
+		if !slices.Contains(conformance.Thresholds, b) && !slices.Contains(conformance.AllReduceThresholds, b) {
+			t.Errorf("the engine's all-reduce changes behaviour at %d bytes, but neither conformance.Thresholds (%v) nor conformance.AllReduceThresholds (%v) has cases around it", b, conformance.Thresholds, conformance.AllReduceThresholds)
+		}
+	}
 }
 
 // TestChoiceIgnoresRootOnlyBuffers: every rank of a rooted collective must

@@ -29,7 +29,8 @@ func (o overTCP) HostOf(rank int) int   { return o.host[rank] }
 // TestCrowdedTCP: on a crowded host whose ranks reach each other over
 // TCP, an all-reduce of up to crowdedTCPLinearMax takes the linear
 // schedule, at every size the cost model gives recursive doubling or the
-// ring, and a broadcast the cost model pipelines through the ring takes
+// ring, and one from crowdedTCPHalvingMin below crowdedTCPHalvingMax
+// halving-doubling if the ranks are a power of two; a broadcast the cost model pipelines through the ring takes
 // the linear schedule (smaller ones keep the tree); neither when a rank
 // is on another host, nor with as many ranks as CPUs.
 func TestCrowdedTCP(t *testing.T) {
@@ -37,6 +38,7 @@ func TestCrowdedTCP(t *testing.T) {
 	numCPU = func() int { return 2 }
 	oneHost := map[int]int{0: 0, 1: 0, 2: 0, 3: 0}
 	elsewhere := map[int]int{0: 0, 1: 0, 2: 0, 3: 1}
+	oneHost3 := map[int]int{0: 0, 1: 0, 2: 0}
 	large := algo.LargeMessage + 4
 	ring := algo.PipelineChunk / 4 // the pipelined broadcast's piece, in float32 elements
 	const ar, bc = backend.KindAllReduce, backend.KindBroadcast
@@ -53,6 +55,12 @@ func TestCrowdedTCP(t *testing.T) {
 		{"4 ranks on 2 CPUs, 4 KiB", ar, 4, oneHost, 4 << 10, algo.Linear, 0},
 		{"4 ranks on 2 CPUs, 128 KiB", ar, 4, oneHost, crowdedTCPLinearMax, algo.Linear, 0},
 		{"4 ranks on 2 CPUs, above 128 KiB", ar, 4, oneHost, crowdedTCPLinearMax + 4, algo.Ring, 0},
+		{"4 ranks on 2 CPUs, below 512 KiB", ar, 4, oneHost, crowdedTCPHalvingMin - 4, algo.Ring, 0},
+		{"4 ranks on 2 CPUs, 512 KiB", ar, 4, oneHost, crowdedTCPHalvingMin, algo.HalvingDoubling, 0},
+		{"4 ranks on 2 CPUs, below 4 MiB", ar, 4, oneHost, crowdedTCPHalvingMax - 4, algo.HalvingDoubling, 0},
+		{"4 ranks on 2 CPUs, 4 MiB", ar, 4, oneHost, crowdedTCPHalvingMax, algo.Ring, 0},
+		{"3 ranks on 2 CPUs, 1 MiB", ar, 3, oneHost3, 1 << 20, algo.Ring, 0},
+		{"a rank on another host, 1 MiB", ar, 4, elsewhere, 1 << 20, algo.Ring, 0},
 		{"a rank on another host", ar, 4, elsewhere, 8, algo.RecursiveDoubling, 0},
 		{"2 ranks on 2 CPUs", ar, 2, oneHost, 8, algo.RecursiveDoubling, 0},
 		{"broadcast, 4 ranks on 2 CPUs, 1 MiB", bc, 4, oneHost, algo.LargeMessage, algo.Tree, 0},
@@ -61,7 +69,8 @@ func TestCrowdedTCP(t *testing.T) {
 		{"broadcast, a rank on another host", bc, 4, elsewhere, large, algo.Ring, ring},
 		{"broadcast, 2 ranks on 2 CPUs", bc, 2, oneHost, large, algo.Ring, ring},
 	} {
-		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
+		members := []int{0, 1, 2, 3}[:len(tt.host)]
+		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: len(members), members: members}
 		buf := make([]byte, tt.bytes)
 		req := &backend.Request{Kind: tt.kind, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
 		if tt.kind == bc {
