@@ -15,9 +15,9 @@ import (
 // board's limits per kind (1, 2, 8 and 16 KiB), the broadcast's on the
 // board's stage (128 KiB with more ranks than CPUs, 1 MiB), halving-doubling
 // for all-reduce over TCP with more ranks than CPUs (from 512 KiB; see
-// AllReduceThresholds for where it ends). backend/native's
-// tests check that its cost model uses no size missing here, so a new
-// threshold gets cases of its own.
+// AllReduceThresholds for where it ends). backend/native's tests check
+// that its cost model uses no size missing here, so a new threshold gets
+// cases of its own.
 var Thresholds = []int{1 << 10, 2 << 10, 8 << 10, 16 << 10, 64 << 10, 128 << 10, 512 << 10, 1 << 20}
 
 // AllReduceThresholds are sizes, in bytes, at which only the native
@@ -31,9 +31,10 @@ var AllReduceThresholds = []int{4 << 20}
 // as a cost model measures it (the whole buffer of all-reduce, reduce and
 // broadcast; the total over all ranks of the others), falls one element
 // below, at, and one element above each of Thresholds (only all-reduces
-// around AllReduceThresholds), on a communicator of size ranks. The rooted collectives run for every root, once with the
-// buffers only the root needs left nil on the other ranks and once with
-// full ones there: the ranks must agree on a schedule either way.
+// around AllReduceThresholds), on a communicator of size ranks. The
+// rooted collectives run for every root, once with the buffers only the
+// root needs left nil on the other ranks and once with full ones there:
+// the ranks must agree on a schedule either way.
 func ThresholdCases(size int) []Case {
 	const es = 4 // int32
 	var cs []Case

@@ -166,20 +166,21 @@ const crowdedTCPLinearMax = 128 << 10
 // takes Rabenseifner's halving-doubling instead of the ring when the
 // ranks are a power of two: 2 log2(n) dependent exchanges instead of
 // 2(n-1), the same bytes, and every exchange waits for a socket wake-up
-// and a switch of the CPU. Larger ones keep the ring: halving's first
-// and doubling's last exchange (half the vector each) pair ranks n/2
-// apart, which GOCOMM_BIND=auto puts on one CPU when the CPUs divide
-// n/2, and bandwidth counts more than steps there. Measured (commbench
-// -n 4 --transport tcp, forced ring / halving-doubling alternating, 5
-// rounds, 2026-11-29 02:31-02:40, 4 ranks on 2 CPUs; loop time in us):
-// 256 KiB 487-573 / 508-734 (the ring, 10 of 10), 384 KiB 778-975 /
-// 671-824 (hd 5 of 5; below the threshold, which conformance's sizes
-// place), 512 KiB 920-1177 / 810-970 (4 of 5), 1 MiB
-// 1347-1523 / 1142-1255 (5 of 5), 2 MiB 2346-2487 / 1989-2133 (5 of 5),
-// 3 MiB 3374-3558 / 2784-3222 (5 of 5), 4 MiB 4215-5306 / 4088-5399
-// (hd 4 of 8), 8 MiB 8780-9240 / 11116-14942, 16 MiB 21469-23499 /
-// 29233-32968. 3 ranks on 2 CPUs (hd folds the third in, 4 more
-// exchanges): the ring 4 of 4 at 2 MiB, mixed below, so the ring stays.
+// and a switch of the CPU. Larger ones keep the ring, likely because
+// halving's first and doubling's last exchange (half the vector each)
+// pair ranks n/2 apart, which GOCOMM_BIND=auto puts on one CPU when the
+// CPUs divide n/2, and bandwidth counts more than steps there. Measured
+// (commbench -n 4 --transport tcp, forced ring / halving-doubling
+// alternating, 5 rounds, 2026-11-29 02:31-02:40, 4 ranks on 2 CPUs,
+// docs/results/2026-11-29/crowded-tcp-hd.txt; loop time in us): 256 KiB
+// 487-573 / 508-734 (the ring, 10 of 10), 384 KiB 778-975 / 671-824 (hd
+// 5 of 5, but below the conformance sizes' 512 KiB), 512 KiB 920-1177 /
+// 810-970 (4 of 5), 1 MiB 1347-1523 / 1142-1255 (5 of 5), 2 MiB
+// 2346-2487 / 1989-2133 (5 of 5), 3 MiB 3374-3558 / 2784-3222 (5 of 5),
+// 4 MiB 4215-5306 / 4088-5399 (hd 4 of 8), 8 MiB 8780-9240 /
+// 11116-14942, 16 MiB 21469-23499 / 29233-32968. 3 ranks on 2 CPUs (hd
+// folds the third in, 4 more exchanges): the ring 4 of 4 at 2 MiB, mixed
+// below, so the ring stays.
 const (
 	crowdedTCPHalvingMin = 512 << 10
 	crowdedTCPHalvingMax = 4 << 20

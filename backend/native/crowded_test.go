@@ -30,9 +30,10 @@ func (o overTCP) HostOf(rank int) int   { return o.host[rank] }
 // TCP, an all-reduce of up to crowdedTCPLinearMax takes the linear
 // schedule, at every size the cost model gives recursive doubling or the
 // ring, and one from crowdedTCPHalvingMin below crowdedTCPHalvingMax
-// halving-doubling if the ranks are a power of two; a broadcast the cost model pipelines through the ring takes
-// the linear schedule (smaller ones keep the tree); neither when a rank
-// is on another host, nor with as many ranks as CPUs.
+// halving-doubling if the ranks are a power of two; a broadcast the cost
+// model pipelines through the ring takes the linear schedule (smaller
+// ones keep the tree); neither when a rank is on another host, nor with
+// as many ranks as CPUs.
 func TestCrowdedTCP(t *testing.T) {
 	defer func(f func() int) { numCPU = f }(numCPU)
 	numCPU = func() int { return 2 }
