@@ -55,7 +55,7 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	if _, ok := ctx.Deadline(); ok {
 		err = c.inline.InlineAllReduce(ctx, seq, dt, op, sb, rb, len(recv))
 	} else {
-		o := withOpTimeout(ctx, c.timeout)
+		o := c.opCtxs.get(ctx, c.timeout)
 		err = c.inline.InlineAllReduce(o, seq, dt, op, sb, rb, len(recv))
 		o.release()
 	}

@@ -131,6 +131,7 @@ type Comm struct {
 	be      backend.Comm // nil for a non-member of a group
 	id      uint64
 	timeout time.Duration
+	opCtxs  opContextPool // operations' contexts, for those whose ctx has no deadline
 	log     *slog.Logger
 	rank    int   // rank in this communicator, -1 for a non-member
 	size    int   // communicator size
@@ -402,6 +403,7 @@ func (c *Comm) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	defer c.opCtxs.close()
 	if c.be == nil {
 		return nil
 	}

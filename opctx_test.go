@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,7 +37,7 @@ func TestOpContextErrPolls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if o.deadline.IsZero() {
+	if o.deadline == 0 {
 		t.Fatal("16 calls of Err did not fix the deadline")
 	}
 	time.Sleep(2 * time.Millisecond)
@@ -80,7 +81,8 @@ func TestOpContextParent(t *testing.T) {
 // watch (a derived context, context.AfterFunc) is not reused: whoever
 // watches it sees it cancelled, never another operation's state.
 func TestOpContextReleasedWhileWatched(t *testing.T) {
-	o := withOpTimeout(context.Background(), time.Hour)
+	var pool opContextPool
+	o := pool.get(context.Background(), time.Hour)
 	child, stop := context.WithCancel(o)
 	defer stop()
 	o.release()
@@ -93,7 +95,7 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 		t.Error("a released context reports no error")
 	}
 	for range 100 {
-		p := withOpTimeout(context.Background(), time.Hour)
+		p := pool.get(context.Background(), time.Hour)
 		if p == o {
 			t.Fatal("a watched context was recycled")
 		}
@@ -102,8 +104,9 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 }
 
 // A context whose channel only the operation took keeps the channel and
-// the timer for the next operation, whose deadline they serve; one whose
-// timer fired is not reused.
+// the timer for the next operation, whose deadline they serve (a shorter
+// one than the last operation's moves the timer); one whose timer ended
+// it is not reused.
 func TestOpContextReusesChannelAndTimer(t *testing.T) {
 	o := &opContext{parent: context.Background(), timeout: time.Hour}
 	done := o.Done()
@@ -137,21 +140,34 @@ func TestOpContextReusesChannelAndTimer(t *testing.T) {
 	}
 }
 
-// A timer stopped by release never ends a later operation: the reused
-// context of an operation that outlives the first's deadline stays live.
+// A timer left set by an earlier operation never ends a later one before
+// its own deadline: it fires at the first's, finds the second's ahead and
+// waits on for it.
 func TestOpContextStaleTimer(t *testing.T) {
 	o := &opContext{parent: context.Background(), timeout: 30 * time.Millisecond}
 	o.Done()
 	if !o.recycle() {
 		t.Fatal("a context whose channel only its operation took is not reused")
 	}
-	o.parent, o.timeout = context.Background(), time.Hour
+	o.parent, o.timeout = context.Background(), 300*time.Millisecond
+	start := time.Now()
 	done := o.Done()
 	time.Sleep(100 * time.Millisecond)
 	select {
 	case <-done:
 		t.Fatalf("the first operation's deadline ended the second (%v)", o.Err())
 	default:
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second operation did not end at its deadline")
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("the second operation ended after %v, before its 300ms deadline", waited)
+	}
+	if !errors.Is(o.Err(), context.DeadlineExceeded) {
+		t.Errorf("Err = %v, want DeadlineExceeded", o.Err())
 	}
 	o.recycle()
 }
@@ -190,7 +206,142 @@ func TestOpContextErrReadsNoClockAtFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !o.deadline.IsZero() {
+	if o.deadline != 0 {
 		t.Error("Err read the clock before its 16th call")
+	}
+}
+
+// countingParent is a cancellable parent that counts the watches
+// registered with it (context.AfterFunc calls its AfterFunc) and those
+// still registered.
+type countingParent struct {
+	context.Context
+	mu         sync.Mutex
+	registered int
+	live       int
+}
+
+func newCountingParent() (*countingParent, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &countingParent{Context: ctx}, cancel
+}
+
+// Value hides the cancelCtx inside, which context.AfterFunc would
+// register with directly.
+func (p *countingParent) Value(any) any { return nil }
+
+func (p *countingParent) AfterFunc(f func()) func() bool {
+	p.mu.Lock()
+	p.registered++
+	p.live++
+	p.mu.Unlock()
+	stop := context.AfterFunc(p.Context, f)
+	return func() bool {
+		p.mu.Lock()
+		p.live--
+		p.mu.Unlock()
+		return stop()
+	}
+}
+
+func (p *countingParent) counts() (registered, live int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.registered, p.live
+}
+
+// The operations of a communicator that wait under one parent share one
+// watch on it, which still cancels whichever operation waits when the
+// parent ends.
+func TestOpContextKeepsParentWatch(t *testing.T) {
+	var pool opContextPool
+	parent, cancel := newCountingParent()
+	defer cancel()
+	for range 100 {
+		o := pool.get(parent, time.Hour)
+		o.Done()
+		o.release()
+	}
+	if reg, live := parent.counts(); reg != 1 || live != 1 {
+		t.Fatalf("100 waiting operations registered %d watches (%d live), want 1 (1)", reg, live)
+	}
+	o := pool.get(parent, time.Hour)
+	done := o.Done()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parent's cancel did not reach an operation through the kept watch")
+	}
+	if !errors.Is(o.Err(), context.Canceled) {
+		t.Errorf("Err = %v, want Canceled", o.Err())
+	}
+	o.release()
+}
+
+// A parent that ends while its watch's context is idle ends no later
+// operation under another parent; an operation under the ended parent
+// ends at once.
+func TestOpContextParentEndsWhileIdle(t *testing.T) {
+	var pool opContextPool
+	parent, cancel := context.WithCancel(context.Background())
+	o := pool.get(parent, time.Hour)
+	o.Done()
+	o.release()
+	cancel()
+	time.Sleep(10 * time.Millisecond) // the watch runs in a goroutine of its own
+	p := pool.get(context.Background(), time.Hour)
+	if p != o {
+		t.Fatal("the idle context was not reused")
+	}
+	done := p.Done()
+	select {
+	case <-done:
+		t.Fatalf("an operation under a live parent ended (%v)", p.Err())
+	case <-time.After(50 * time.Millisecond):
+	}
+	p.release()
+	q := pool.get(parent, time.Hour)
+	select {
+	case <-q.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("an operation under an ended parent did not end")
+	}
+	if !errors.Is(q.Err(), context.Canceled) {
+		t.Errorf("Err = %v, want Canceled", q.Err())
+	}
+	q.release()
+}
+
+// The pool keeps at most maxIdleOpContexts contexts and stops the watches
+// of those it lets go, at once when full and all when it closes: no
+// parent keeps a list of contexts nobody uses.
+func TestOpContextPoolLetsGo(t *testing.T) {
+	var pool opContextPool
+	parent, cancel := newCountingParent()
+	defer cancel()
+	held := make([]*opContext, maxIdleOpContexts+3)
+	for i := range held {
+		held[i] = pool.get(parent, time.Hour)
+		held[i].Done()
+	}
+	if _, live := parent.counts(); live != len(held) {
+		t.Fatalf("%d live watches, want %d", live, len(held))
+	}
+	for _, o := range held {
+		o.release()
+	}
+	if _, live := parent.counts(); live != maxIdleOpContexts {
+		t.Fatalf("%d live watches after releasing %d into a pool of %d, want %d", live, len(held), maxIdleOpContexts, maxIdleOpContexts)
+	}
+	pool.close()
+	if _, live := parent.counts(); live != 0 {
+		t.Fatalf("%d live watches after the pool closed, want 0", live)
+	}
+	o := pool.get(parent, time.Hour)
+	o.Done()
+	o.release()
+	if _, live := parent.counts(); live != 0 {
+		t.Fatalf("a context released into a closed pool keeps its watch (%d live)", live)
 	}
 }

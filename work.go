@@ -321,7 +321,7 @@ func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 // perform runs req for w; the caller closes w.done.
 func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
 	if _, ok := ctx.Deadline(); !ok {
-		o := withOpTimeout(ctx, c.timeout)
+		o := c.opCtxs.get(ctx, c.timeout)
 		defer o.release()
 		ctx = o
 	}
