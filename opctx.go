@@ -154,11 +154,6 @@ func (p *opContextPool) close() {
 	}
 }
 
-// withOpTimeout is get from a pool of its own: the context is not reused.
-func withOpTimeout(parent context.Context, timeout time.Duration) *opContext {
-	return new(opContextPool).get(parent, timeout)
-}
-
 // deadlineLocked returns the deadline, fixing it if needed.
 func (o *opContext) deadlineLocked() int64 {
 	if o.deadline == 0 {
