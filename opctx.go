@@ -2,6 +2,7 @@ package comm
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,11 @@ import (
 // the watch on the parent (context.AfterFunc), kept while the next
 // operations' parent has the same Done channel. A 2-rank 8-byte
 // all-reduce over TCP under a cancellable parent, alternating binaries
-// (2026-11-29): 19.4-20.8 us when every Done reset the timer and
-// registered and removed a watch (3 allocations, 2 clock reads), 16.4-18.9
-// when the receive waited on its channel alone. A context something else
-// may watch (AfterFunc registered a function), cancelled, or whose timer
-// ended it, is not reused.
+// (2026-11-29, docs/results/2026-11-29/opctx-wait.txt): 15.0-15.4 us when
+// every Done reset the timer, read the clock twice and registered a watch
+// that release removed (3 allocations), 12.8-13.2 with this. A context
+// something else may watch (AfterFunc registered a function), cancelled,
+// or whose timer ended it, is not reused.
 type opContext struct {
 	parent  context.Context
 	timeout time.Duration
@@ -81,10 +82,11 @@ type opContext struct {
 // parent lives; this pool lets go of a context only after stopping its
 // watch and timer, and close does so for all when the communicator closes.
 type opContextPool struct {
-	// last is the context released last, taken without the lock: the
-	// common case, one operation at a time, costs two atomic swaps (a
-	// lock and an unlock each way cost 40-90 ns more per 2-rank 8-byte
-	// all-reduce over shared memory, ~0.6 us, here).
+	// last is the context released last, taken and put back without the
+	// lock: the common case, one operation at a time, costs one atomic
+	// operation each way, as close to sync.Pool's per-P slot as a pool
+	// shared by goroutines gets (an 8-byte all-reduce over shared memory
+	// takes ~0.6 us here, and every lock costs it tens of ns).
 	last   atomic.Pointer[opContext]
 	closed atomic.Bool
 	mu     sync.Mutex // protects idle
@@ -157,9 +159,18 @@ func (p *opContextPool) close() {
 // deadlineLocked returns the deadline, fixing it if needed.
 func (o *opContext) deadlineLocked() int64 {
 	if o.deadline == 0 {
-		o.deadline = clock.Nanos() + int64(o.timeout)
+		o.deadline = deadlineFrom(clock.Nanos(), o.timeout)
 	}
 	return o.deadline
+}
+
+// deadlineFrom is now + timeout, saturated: a timeout of centuries must
+// not wrap around into the past.
+func deadlineFrom(now int64, timeout time.Duration) int64 {
+	if int64(timeout) > math.MaxInt64-now {
+		return math.MaxInt64
+	}
+	return now + int64(timeout)
 }
 
 // release recycles o: back to its pool, unless somebody may still watch
@@ -250,7 +261,7 @@ func (o *opContext) Err() error {
 		} else if o.checks++; o.checks&15 == 0 {
 			now := clock.Nanos()
 			if o.deadline == 0 {
-				o.deadline = now + int64(o.timeout)
+				o.deadline = deadlineFrom(now, o.timeout)
 			} else if now >= o.deadline {
 				o.cancelLocked(context.DeadlineExceeded)
 			}

@@ -3,6 +3,7 @@ package comm
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -350,5 +351,25 @@ func TestOpContextPoolLetsGo(t *testing.T) {
 	o.release()
 	if _, live := parent.counts(); live != 0 {
 		t.Fatalf("a context released into a closed pool keeps its watch (%d live)", live)
+	}
+}
+
+// A timeout of centuries (time.Duration's largest) is no timeout: the
+// deadline saturates instead of wrapping into the past.
+func TestOpContextHugeTimeout(t *testing.T) {
+	o := withOpTimeout(context.Background(), time.Duration(math.MaxInt64))
+	defer o.release()
+	for range 32 {
+		if err := o.Err(); err != nil {
+			t.Fatalf("Err = %v with the largest timeout", err)
+		}
+	}
+	if d, _ := o.Deadline(); time.Until(d) < 100*365*24*time.Hour {
+		t.Errorf("Deadline %v, want centuries away", d)
+	}
+	select {
+	case <-o.Done():
+		t.Fatalf("Done closed with the largest timeout (%v)", o.Err())
+	case <-time.After(20 * time.Millisecond):
 	}
 }
