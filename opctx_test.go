@@ -74,14 +74,7 @@ func TestOpContextParent(t *testing.T) {
 	child, stop := context.WithCancel(o)
 	defer stop()
 	cancel()
-	select {
-	case <-child.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the parent's cancel did not reach a context derived from the op's")
-	}
-	if !errors.Is(o.Err(), context.Canceled) {
-		t.Errorf("Err = %v, want Canceled", o.Err())
-	}
+	endsWith(t, o, child.Done(), context.Canceled, "a context derived from the op's, after the parent's cancel")
 	o.release()
 }
 
@@ -276,14 +269,7 @@ func TestOpContextKeepsParentWatch(t *testing.T) {
 	o := pool.get(parent, time.Hour)
 	done := o.Done()
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the parent's cancel did not reach an operation through the kept watch")
-	}
-	if !errors.Is(o.Err(), context.Canceled) {
-		t.Errorf("Err = %v, want Canceled", o.Err())
-	}
+	endsWith(t, o, done, context.Canceled, "an operation under the kept watch, after the parent's cancel")
 	o.release()
 }
 
@@ -310,14 +296,7 @@ func TestOpContextParentEndsWhileIdle(t *testing.T) {
 	}
 	p.release()
 	q := pool.get(parent, time.Hour)
-	select {
-	case <-q.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("an operation under an ended parent did not end")
-	}
-	if !errors.Is(q.Err(), context.Canceled) {
-		t.Errorf("Err = %v, want Canceled", q.Err())
-	}
+	endsWith(t, q, q.Done(), context.Canceled, "an operation under an ended parent")
 	q.release()
 }
 
@@ -371,5 +350,19 @@ func TestOpContextHugeTimeout(t *testing.T) {
 	case <-o.Done():
 		t.Fatalf("Done closed with the largest timeout (%v)", o.Err())
 	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// endsWith checks that done closes within 5 s and that o then reports
+// want.
+func endsWith(t *testing.T, o *opContext, done <-chan struct{}, want error, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not ended within 5s", what)
+	}
+	if err := o.Err(); !errors.Is(err, want) {
+		t.Errorf("%s: Err = %v, want %v", what, err, want)
 	}
 }
