@@ -40,7 +40,7 @@ import (
 type opContext struct {
 	parent  context.Context
 	timeout time.Duration
-	pool    *opContextPool // takes o back on release; nil: nobody does
+	pool    *opContextPool // takes o back on release (nil in tests that recycle by hand)
 	// armed is set by the first Done of an operation (which AfterFunc
 	// calls too), before it arms the timer or the parent's watch: until
 	// then only the operation's own goroutines use o, and release needs
@@ -178,12 +178,8 @@ func deadlineFrom(now int64, timeout time.Duration) int64 {
 // own), in which case o stays as it is, cancelled, for the garbage
 // collector.
 func (o *opContext) release() {
-	if o.recycle() {
-		if o.pool != nil {
-			o.pool.put(o)
-		} else {
-			o.dismiss()
-		}
+	if o.recycle() && o.pool != nil {
+		o.pool.put(o)
 		return
 	}
 	o.dismiss()
@@ -319,7 +315,9 @@ func (o *opContext) parentDone(pd <-chan struct{}) {
 		return // a watch stopped too late
 	}
 	o.stop, o.watched = nil, nil // it ran: the next Done registers anew
-	if o.armed.Load() && o.err == nil && o.parent != nil && o.parent.Done() == pd {
+	// An armed operation's Done registered the watch for its own parent
+	// (or moved it there): pd is that parent's.
+	if o.armed.Load() && o.err == nil {
 		o.cancelLocked(o.parent.Err())
 	}
 }
