@@ -52,12 +52,13 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	if c.rec != nil {
 		ticket = c.rec.enter(&req)
 	}
-	if _, ok := ctx.Deadline(); ok {
-		err = c.inline.InlineAllReduce(ctx, seq, dt, op, sb, rb, len(recv))
+	if ran, ierr := c.inline.InlineAllReduce(ctx, c.timeout, seq, dt, op, sb, rb, len(recv)); ran {
+		err = ierr
 	} else {
-		o := c.opCtxs.get(ctx, c.timeout)
-		err = c.inline.InlineAllReduce(o, seq, dt, op, sb, rb, len(recv))
-		o.release()
+		// Not seq's turn yet (an operation started before it runs), or
+		// the communicator closed: Run waits, or says so.
+		r := req // a copy: req itself stays on the stack
+		err = c.run(ctx, &r)
 	}
 	if c.rec != nil {
 		c.rec.exit(ticket, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/internal/cpubind"
+	"github.com/gocomm/comm/internal/opctx"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/transport"
@@ -131,7 +132,7 @@ type Comm struct {
 	be      backend.Comm // nil for a non-member of a group
 	id      uint64
 	timeout time.Duration
-	opCtxs  opContextPool // operations' contexts, for those whose ctx has no deadline
+	opCtxs  opctx.Pool // operations' contexts, for those whose ctx has no deadline
 	log     *slog.Logger
 	rank    int   // rank in this communicator, -1 for a non-member
 	size    int   // communicator size
@@ -403,7 +404,7 @@ func (c *Comm) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	defer c.opCtxs.close()
+	defer c.opCtxs.Close()
 	if c.be == nil {
 		return nil
 	}

@@ -22,7 +22,7 @@ var layers = []struct {
 	{"vocabulary", []string{"core"}},
 	{"pure parts", []string{"algo", "internal/kernel", "internal/onebitkernel", "rendezvous", "profile", "env",
 		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release"}},
-	{"buffers", []string{"internal/bufpool"}},
+	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
 	{"byte movement", []string{"transport"}},
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},

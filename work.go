@@ -318,14 +318,20 @@ func (c *Comm) launch(ctx context.Context, req *backend.Request) *Work {
 	return w
 }
 
-// perform runs req for w; the caller closes w.done.
-func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
+// run runs req on the backend, bounded by the communicator's timeout
+// unless ctx has a deadline.
+func (c *Comm) run(ctx context.Context, req *backend.Request) error {
 	if _, ok := ctx.Deadline(); !ok {
-		o := c.opCtxs.get(ctx, c.timeout)
-		defer o.release()
+		o := c.opCtxs.Get(ctx, c.timeout)
+		defer o.Release()
 		ctx = o
 	}
-	w.err = c.be.Run(ctx, req)
+	return c.be.Run(ctx, req)
+}
+
+// perform runs req for w; the caller closes w.done.
+func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
+	w.err = c.run(ctx, req)
 	if req.Kind == backend.KindRecv && w.err == nil {
 		w.source = req.Source
 		w.count = req.Received / max(req.DType.Size(), 1)

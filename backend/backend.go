@@ -255,8 +255,13 @@ type Inliner interface {
 	InlinesAllReduce(n int) bool
 	// InlineAllReduce runs the all-reduce seq (count elements of dt in
 	// send, into recv of the same length; op built in and valid for dt)
-	// as Run would run its Request, once InlinesAllReduce said it would.
-	InlineAllReduce(ctx context.Context, seq uint64, dt DType, op Op, send, recv []byte, count int) error
+	// as Run would run its Request, once InlinesAllReduce said it would,
+	// and reports true; or, when seq cannot start now (an operation
+	// numbered before it has not started, or the communicator is closed),
+	// does nothing and reports false, and the caller gives the request to
+	// Run. ctx ends the operation, and so does timeout from its start
+	// unless ctx has a deadline.
+	InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt DType, op Op, send, recv []byte, count int) (bool, error)
 }
 
 // Settler is implemented by world communicators whose ranks should stay

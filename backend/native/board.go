@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
@@ -192,21 +193,26 @@ func (c *Comm) InlinesAllReduce(n int) bool {
 
 // InlineAllReduce implements backend.Inliner: runOnBoard for an all-reduce
 // InlinesAllReduce accepted, without a Request but for its errors.
-func (c *Comm) InlineAllReduce(ctx context.Context, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int) error {
-	req := func() *backend.Request {
-		return &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
-	}
+func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int) (bool, error) {
 	if c.isClosed() || !c.turn.Ready(seq) {
-		// Run says so, or waits for the turn.
-		return c.Run(ctx, req())
+		return false, nil
 	}
+	// seq holds the turn: no other operation runs here until Advance,
+	// and the turn's context is this one's until then (defers run last
+	// in first out).
 	defer c.turn.Advance(seq)
 	defer c.waits.done()
+	if _, ok := ctx.Deadline(); !ok {
+		o := c.turnCtx.Get(ctx, timeout)
+		defer c.turnCtx.Put(o)
+		ctx = o
+	}
 	sig := transport.Signature{Kind: backend.KindAllReduce, DType: dt, Op: op, Algo: uint8(algo.SharedBoard), Count: uint64(count)}
 	if err := c.boardAllReduce(ctx, seq, sig, dt, op, send, recv); err != nil {
-		return c.boardError(ctx, req(), err)
+		req := &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
+		return true, c.boardError(ctx, req, err)
 	}
-	return nil
+	return true, nil
 }
 
 // boardAllReduce runs the all-reduce seq (of signature sig) on the board:

@@ -12,6 +12,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/cpubind"
+	"github.com/gocomm/comm/internal/opctx"
 	"github.com/gocomm/comm/internal/turn"
 	"github.com/gocomm/comm/transport"
 )
@@ -93,6 +94,9 @@ type Comm struct {
 	// small collectives (board.go); turn then orders the collectives.
 	board *transport.Board
 	turn  turn.Turn
+	// turnCtx bounds the operation holding the turn when run inline
+	// (InlineAllReduce) by the communicator's timeout: one at a time.
+	turnCtx opctx.Owned
 	// manyPerCPU: the board's ranks outnumber the host's CPUs.
 	manyPerCPU bool
 	// sharedAllocs: this world has made a shared allocation (shared.go),

@@ -1,4 +1,4 @@
-package comm
+package opctx
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"time"
 )
 
-// withOpTimeout is an opContext from a pool of its own: not reused.
-func withOpTimeout(parent context.Context, timeout time.Duration) *opContext {
-	return new(opContextPool).get(parent, timeout)
+// withTimeout is an Context from a pool of its own: not reused.
+func withTimeout(parent context.Context, timeout time.Duration) *Context {
+	return new(Pool).Get(parent, timeout)
 }
 
-func TestOpContextDeadline(t *testing.T) {
-	o := withOpTimeout(context.Background(), 30*time.Millisecond)
+func TestDeadline(t *testing.T) {
+	o := withTimeout(context.Background(), 30*time.Millisecond)
 	// internal/clock, which the deadline is read from, may run ahead of
 	// the runtime's clock by microseconds.
 	if d, ok := o.Deadline(); !ok || time.Until(d) > 31*time.Millisecond || time.Until(d) < 0 {
@@ -32,14 +32,14 @@ func TestOpContextDeadline(t *testing.T) {
 	if !errors.Is(o.Err(), context.DeadlineExceeded) {
 		t.Errorf("Err = %v, want DeadlineExceeded", o.Err())
 	}
-	o.release()
+	o.Release()
 }
 
 // Polling Err alone (no Done) sees the deadline within 16 calls. The
 // deadline counts from the 16th call, the first that reads the clock.
-func TestOpContextErrPolls(t *testing.T) {
-	o := withOpTimeout(context.Background(), time.Millisecond)
-	defer o.release()
+func TestErrPolls(t *testing.T) {
+	o := withTimeout(context.Background(), time.Millisecond)
+	defer o.Release()
 	for range 16 {
 		if err := o.Err(); err != nil {
 			t.Fatal(err)
@@ -65,28 +65,28 @@ func TestOpContextErrPolls(t *testing.T) {
 	}
 }
 
-func TestOpContextParent(t *testing.T) {
-	parent, cancel := context.WithCancel(context.WithValue(context.Background(), logNameKey{}, "x"))
-	o := withOpTimeout(parent, time.Hour)
-	if o.Value(logNameKey{}) != "x" {
+func TestParent(t *testing.T) {
+	parent, cancel := context.WithCancel(context.WithValue(context.Background(), valueKey{}, "x"))
+	o := withTimeout(parent, time.Hour)
+	if o.Value(valueKey{}) != "x" {
 		t.Error("Value does not reach the parent")
 	}
 	child, stop := context.WithCancel(o)
 	defer stop()
 	cancel()
 	endsWith(t, o, child.Done(), context.Canceled, "a context derived from the op's, after the parent's cancel")
-	o.release()
+	o.Release()
 }
 
 // A context whose Done channel something outside the operation may
 // watch (a derived context, context.AfterFunc) is not reused: whoever
 // watches it sees it cancelled, never another operation's state.
-func TestOpContextReleasedWhileWatched(t *testing.T) {
-	var pool opContextPool
-	o := pool.get(context.Background(), time.Hour)
+func TestReleasedWhileWatched(t *testing.T) {
+	var pool Pool
+	o := pool.Get(context.Background(), time.Hour)
 	child, stop := context.WithCancel(o)
 	defer stop()
-	o.release()
+	o.Release()
 	select {
 	case <-child.Done():
 	case <-time.After(5 * time.Second):
@@ -96,11 +96,11 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 		t.Error("a released context reports no error")
 	}
 	for range 100 {
-		p := pool.get(context.Background(), time.Hour)
+		p := pool.Get(context.Background(), time.Hour)
 		if p == o {
 			t.Fatal("a watched context was recycled")
 		}
-		p.release()
+		p.Release()
 	}
 }
 
@@ -108,8 +108,8 @@ func TestOpContextReleasedWhileWatched(t *testing.T) {
 // the timer for the next operation, whose deadline they serve (a shorter
 // one than the last operation's moves the timer); one whose timer ended
 // it is not reused.
-func TestOpContextReusesChannelAndTimer(t *testing.T) {
-	o := &opContext{parent: context.Background(), timeout: time.Hour}
+func TestReusesChannelAndTimer(t *testing.T) {
+	o := &Context{parent: context.Background(), timeout: time.Hour}
 	done := o.Done()
 	timer := o.timer
 	if !o.recycle() {
@@ -120,7 +120,7 @@ func TestOpContextReusesChannelAndTimer(t *testing.T) {
 		t.Fatal("the channel of a context released unwatched was closed")
 	default:
 	}
-	// The next operation, as withOpTimeout starts it.
+	// The next operation, as withTimeout starts it.
 	o.parent, o.timeout = context.Background(), 20*time.Millisecond
 	if o.Err() != nil {
 		t.Fatalf("a reused context starts with error %v", o.Err())
@@ -144,8 +144,8 @@ func TestOpContextReusesChannelAndTimer(t *testing.T) {
 // A timer left set by an earlier operation never ends a later one before
 // its own deadline: it fires at the first's, finds the second's ahead and
 // waits on for it.
-func TestOpContextStaleTimer(t *testing.T) {
-	o := &opContext{parent: context.Background(), timeout: 30 * time.Millisecond}
+func TestStaleTimer(t *testing.T) {
+	o := &Context{parent: context.Background(), timeout: 30 * time.Millisecond}
 	o.Done()
 	if !o.recycle() {
 		t.Fatal("a context whose channel only its operation took is not reused")
@@ -175,8 +175,8 @@ func TestOpContextStaleTimer(t *testing.T) {
 
 // context.AfterFunc on an op's context registers with it (no goroutine
 // waiting on Done per call): it runs on the deadline, and stop works.
-func TestOpContextAfterFunc(t *testing.T) {
-	o := withOpTimeout(context.Background(), 200*time.Millisecond)
+func TestAfterFunc(t *testing.T) {
+	o := withTimeout(context.Background(), 200*time.Millisecond)
 	ran := make(chan struct{})
 	context.AfterFunc(o, func() { close(ran) })
 	stopped := context.AfterFunc(o, func() { t.Error("a stopped AfterFunc ran") })
@@ -194,14 +194,14 @@ func TestOpContextAfterFunc(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("AfterFunc did not run at the deadline")
 	}
-	o.release()
+	o.Release()
 }
 
 // An operation that ends within 15 polls never reads the clock: Err
 // leaves the deadline unset until its 16th call.
-func TestOpContextErrReadsNoClockAtFirst(t *testing.T) {
-	o := withOpTimeout(context.Background(), time.Minute)
-	defer o.release()
+func TestErrReadsNoClockAtFirst(t *testing.T) {
+	o := withTimeout(context.Background(), time.Minute)
+	defer o.Release()
 	for range 15 {
 		if err := o.Err(); err != nil {
 			t.Fatal(err)
@@ -254,37 +254,37 @@ func (p *countingParent) counts() (registered, live int) {
 // The operations of a communicator that wait under one parent share one
 // watch on it, which still cancels whichever operation waits when the
 // parent ends.
-func TestOpContextKeepsParentWatch(t *testing.T) {
-	var pool opContextPool
+func TestKeepsParentWatch(t *testing.T) {
+	var pool Pool
 	parent, cancel := newCountingParent()
 	defer cancel()
 	for range 100 {
-		o := pool.get(parent, time.Hour)
+		o := pool.Get(parent, time.Hour)
 		o.Done()
-		o.release()
+		o.Release()
 	}
 	if reg, live := parent.counts(); reg != 1 || live != 1 {
 		t.Fatalf("100 waiting operations registered %d watches (%d live), want 1 (1)", reg, live)
 	}
-	o := pool.get(parent, time.Hour)
+	o := pool.Get(parent, time.Hour)
 	done := o.Done()
 	cancel()
 	endsWith(t, o, done, context.Canceled, "an operation under the kept watch, after the parent's cancel")
-	o.release()
+	o.Release()
 }
 
 // A parent that ends while its watch's context is idle ends no later
 // operation under another parent; an operation under the ended parent
 // ends at once.
-func TestOpContextParentEndsWhileIdle(t *testing.T) {
-	var pool opContextPool
+func TestParentEndsWhileIdle(t *testing.T) {
+	var pool Pool
 	parent, cancel := context.WithCancel(context.Background())
-	o := pool.get(parent, time.Hour)
+	o := pool.Get(parent, time.Hour)
 	o.Done()
-	o.release()
+	o.Release()
 	cancel()
 	time.Sleep(10 * time.Millisecond) // the watch runs in a goroutine of its own
-	p := pool.get(context.Background(), time.Hour)
+	p := pool.Get(context.Background(), time.Hour)
 	if p != o {
 		t.Fatal("the idle context was not reused")
 	}
@@ -294,40 +294,40 @@ func TestOpContextParentEndsWhileIdle(t *testing.T) {
 		t.Fatalf("an operation under a live parent ended (%v)", p.Err())
 	case <-time.After(50 * time.Millisecond):
 	}
-	p.release()
-	q := pool.get(parent, time.Hour)
+	p.Release()
+	q := pool.Get(parent, time.Hour)
 	endsWith(t, q, q.Done(), context.Canceled, "an operation under an ended parent")
-	q.release()
+	q.Release()
 }
 
-// The pool keeps at most maxIdleOpContexts contexts and stops the watches
+// The pool keeps at most maxIdle contexts and stops the watches
 // of those it lets go, at once when full and all when it closes: no
 // parent keeps a list of contexts nobody uses.
-func TestOpContextPoolLetsGo(t *testing.T) {
-	var pool opContextPool
+func TestPoolLetsGo(t *testing.T) {
+	var pool Pool
 	parent, cancel := newCountingParent()
 	defer cancel()
-	held := make([]*opContext, maxIdleOpContexts+3)
+	held := make([]*Context, maxIdle+3)
 	for i := range held {
-		held[i] = pool.get(parent, time.Hour)
+		held[i] = pool.Get(parent, time.Hour)
 		held[i].Done()
 	}
 	if _, live := parent.counts(); live != len(held) {
 		t.Fatalf("%d live watches, want %d", live, len(held))
 	}
 	for _, o := range held {
-		o.release()
+		o.Release()
 	}
-	if _, live := parent.counts(); live != maxIdleOpContexts {
-		t.Fatalf("%d live watches after releasing %d into a pool of %d, want %d", live, len(held), maxIdleOpContexts, maxIdleOpContexts)
+	if _, live := parent.counts(); live != maxIdle {
+		t.Fatalf("%d live watches after releasing %d into a pool of %d, want %d", live, len(held), maxIdle, maxIdle)
 	}
-	pool.close()
+	pool.Close()
 	if _, live := parent.counts(); live != 0 {
 		t.Fatalf("%d live watches after the pool closed, want 0", live)
 	}
-	o := pool.get(parent, time.Hour)
+	o := pool.Get(parent, time.Hour)
 	o.Done()
-	o.release()
+	o.Release()
 	if _, live := parent.counts(); live != 0 {
 		t.Fatalf("a context released into a closed pool keeps its watch (%d live)", live)
 	}
@@ -335,9 +335,9 @@ func TestOpContextPoolLetsGo(t *testing.T) {
 
 // A timeout of centuries (time.Duration's largest) is no timeout: the
 // deadline saturates instead of wrapping into the past.
-func TestOpContextHugeTimeout(t *testing.T) {
-	o := withOpTimeout(context.Background(), time.Duration(math.MaxInt64))
-	defer o.release()
+func TestHugeTimeout(t *testing.T) {
+	o := withTimeout(context.Background(), time.Duration(math.MaxInt64))
+	defer o.Release()
 	for range 32 {
 		if err := o.Err(); err != nil {
 			t.Fatalf("Err = %v with the largest timeout", err)
@@ -355,7 +355,7 @@ func TestOpContextHugeTimeout(t *testing.T) {
 
 // endsWith checks that done closes within 5 s and that o then reports
 // want.
-func endsWith(t *testing.T, o *opContext, done <-chan struct{}, want error, what string) {
+func endsWith(t *testing.T, o *Context, done <-chan struct{}, want error, what string) {
 	t.Helper()
 	select {
 	case <-done:
@@ -364,5 +364,96 @@ func endsWith(t *testing.T, o *opContext, done <-chan struct{}, want error, what
 	}
 	if err := o.Err(); !errors.Is(err, want) {
 		t.Errorf("%s: Err = %v, want %v", what, err, want)
+	}
+}
+
+// valueKey is a context key of this package's tests.
+type valueKey struct{}
+
+// An Owned's context serves every operation, allocating nothing, as long
+// as nothing outside the operation watches it.
+func TestOwnedReuses(t *testing.T) {
+	var s Owned
+	first := s.Get(context.Background(), time.Hour)
+	s.Put(first)
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	allocs := testing.AllocsPerRun(100, func() {
+		o := s.Get(parent, time.Hour)
+		if o != first {
+			t.Fatal("Owned.Get returned another context")
+		}
+		if err := o.Err(); err != nil {
+			t.Fatal(err)
+		}
+		s.Put(o)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per operation, want 0", allocs)
+	}
+}
+
+// Put stops the watch that a waiting operation registered on its parent:
+// no parent keeps a context nobody uses. An operation waiting under the
+// parent still ends when the parent does.
+func TestOwnedStopsWatch(t *testing.T) {
+	var s Owned
+	parent, cancel := newCountingParent()
+	defer cancel()
+	for i := range 10 {
+		o := s.Get(parent, time.Hour)
+		o.Done()
+		if _, live := parent.counts(); live != 1 {
+			t.Fatalf("operation %d: %d live watches while waiting, want 1", i, live)
+		}
+		s.Put(o)
+		if _, live := parent.counts(); live != 0 {
+			t.Fatalf("operation %d: %d live watches after Put, want 0", i, live)
+		}
+	}
+	o := s.Get(parent, time.Hour)
+	done := o.Done()
+	cancel()
+	endsWith(t, o, done, context.Canceled, "an Owned operation, after the parent's cancel")
+	s.Put(o)
+	if p := s.Get(context.Background(), time.Hour); p == o {
+		t.Error("a cancelled context was reused")
+	}
+}
+
+// The deadline of an Owned operation ends it; the timer it leaves ends no
+// later operation before that one's own deadline; a context derived from
+// an operation's is cancelled by Put, and the context is not reused.
+func TestOwnedDeadlineAndDerived(t *testing.T) {
+	var s Owned
+	o := s.Get(context.Background(), 20*time.Millisecond)
+	endsWith(t, o, o.Done(), context.DeadlineExceeded, "an Owned operation past its deadline")
+	s.Put(o)
+	p := s.Get(context.Background(), 20*time.Millisecond)
+	if p == o {
+		t.Fatal("a context whose deadline passed was reused")
+	}
+	p.Done()
+	s.Put(p)
+	q := s.Get(context.Background(), time.Hour)
+	if q != p {
+		t.Fatal("an Owned context that ended in time was not reused")
+	}
+	done := q.Done()
+	select {
+	case <-done:
+		t.Fatalf("the last operation's timer ended the next one (%v)", q.Err())
+	case <-time.After(60 * time.Millisecond):
+	}
+	child, stop := context.WithCancel(q)
+	defer stop()
+	s.Put(q)
+	select {
+	case <-child.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a context derived from an Owned operation's was not cancelled by Put")
+	}
+	if r := s.Get(context.Background(), time.Hour); r == q {
+		t.Error("a watched context was reused")
 	}
 }

@@ -1,4 +1,9 @@
-package comm
+// Package opctx bounds a communicator's operations by its default timeout
+// when the caller's context has no deadline, without allocating per
+// operation: Context, recycled by a Pool (operations started on any
+// goroutine) or an Owned (operations that run one at a time, such as
+// those holding a communicator's turn).
+package opctx
 
 import (
 	"context"
@@ -10,12 +15,12 @@ import (
 	"github.com/gocomm/comm/internal/clock"
 )
 
-// opContext bounds one operation by the communicator's default timeout when
+// Context bounds one operation by the communicator's default timeout when
 // the caller's context has no deadline. context.WithTimeout would allocate a
 // context, a channel and a timer per call, which a latency-bound loop of
 // small collectives feels (the allocations, and the garbage collections
-// they cause on the other ranks' critical path); an opContext is recycled
-// by its communicator (opContextPool), and its channel, timer and watch
+// they cause on the other ranks' critical path); a Context is recycled
+// by its communicator (Pool, Owned), and its channel, timer and watch
 // on the parent exist only once somebody waits on Done, which the
 // transports do only after polling for a while. Err is exact without
 // them: it compares the clock with the deadline.
@@ -37,10 +42,10 @@ import (
 // that release removed (3 allocations), 12.8-13.2 with this. A context
 // something else may watch (AfterFunc registered a function), cancelled,
 // or whose timer ended it, is not reused.
-type opContext struct {
+type Context struct {
 	parent  context.Context
 	timeout time.Duration
-	pool    *opContextPool // takes o back on release (nil in tests that recycle by hand)
+	pool    *Pool // takes o back on Release (nil: an Owned's, or a test's that recycles by hand)
 	// armed is set by the first Done of an operation (which AfterFunc
 	// calls too), before it arms the timer or the parent's watch: until
 	// then only the operation's own goroutines use o, and release needs
@@ -75,33 +80,33 @@ type opContext struct {
 	next  uint64
 }
 
-// opContextPool is a communicator's idle operation contexts, at most
-// maxIdleOpContexts of them. Not a sync.Pool: an idle context may still
+// Pool is a communicator's idle operation contexts, at most
+// maxIdle of them. Not a sync.Pool: an idle context may still
 // be registered with a parent (its watch), and one that a sync.Pool
 // dropped would stay in that parent's list of children as long as the
 // parent lives; this pool lets go of a context only after stopping its
 // watch and timer, and close does so for all when the communicator closes.
-type opContextPool struct {
+type Pool struct {
 	// last is the context released last, taken and put back without the
 	// lock: the common case, one operation at a time, costs one atomic
 	// operation each way, as close to sync.Pool's per-P slot as a pool
 	// shared by goroutines gets (an 8-byte all-reduce over shared memory
 	// takes ~0.6 us here, and every lock costs it tens of ns).
-	last   atomic.Pointer[opContext]
+	last   atomic.Pointer[Context]
 	closed atomic.Bool
 	mu     sync.Mutex // protects idle
-	idle   []*opContext
+	idle   []*Context
 }
 
-// maxIdleOpContexts bounds an opContextPool: as many as operations a
+// maxIdle bounds a Pool: as many as operations a
 // communicator runs at once, commonly.
-const maxIdleOpContexts = 8
+const maxIdle = 8
 
-// get returns parent bounded by timeout from (about) now: the deadline is
+// Get returns parent bounded by timeout from (about) now: the deadline is
 // fixed when first needed, which an operation's first message does.
 // Release it when the operation is over and nothing uses the context any
 // more.
-func (p *opContextPool) get(parent context.Context, timeout time.Duration) *opContext {
+func (p *Pool) Get(parent context.Context, timeout time.Duration) *Context {
 	o := p.last.Swap(nil)
 	if o == nil {
 		p.mu.Lock()
@@ -113,14 +118,14 @@ func (p *opContextPool) get(parent context.Context, timeout time.Duration) *opCo
 		p.mu.Unlock()
 	}
 	if o == nil {
-		o = &opContext{pool: p}
+		o = &Context{pool: p}
 	}
 	o.parent, o.timeout = parent, timeout
 	return o
 }
 
 // put keeps o for another operation, or lets it go.
-func (p *opContextPool) put(o *opContext) {
+func (p *Pool) put(o *Context) {
 	if p.last.CompareAndSwap(nil, o) {
 		if p.closed.Load() {
 			// close may have emptied last before o got there.
@@ -131,7 +136,7 @@ func (p *opContextPool) put(o *opContext) {
 		return
 	}
 	p.mu.Lock()
-	if !p.closed.Load() && len(p.idle) < maxIdleOpContexts-1 {
+	if !p.closed.Load() && len(p.idle) < maxIdle-1 {
 		p.idle = append(p.idle, o)
 		o = nil
 	}
@@ -141,8 +146,8 @@ func (p *opContextPool) put(o *opContext) {
 	}
 }
 
-// close lets every idle context go, and every one released later.
-func (p *opContextPool) close() {
+// Close lets every idle context go, and every one released later.
+func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed.Store(true)
 	idle := p.idle
@@ -156,8 +161,47 @@ func (p *opContextPool) close() {
 	}
 }
 
+// Owned is a Context for operations that run one at a time, each taking
+// it with Get and giving it back with Put before the next may start (a
+// communicator's inline collectives, which hold its turn): no atomic
+// operation either way, where a Pool's take two (a 2-rank 8-byte
+// all-reduce over shared memory, binaries alternating, 10 rounds each
+// order: 0.32 -> 0.30 us in a fast phase of the VM, 0.57 -> 0.56 in a
+// slow one; docs/results/2026-11-29/turn-ctx.txt). Its context keeps its channel and timer from
+// one operation to the next, but not its watch on a parent, which Put
+// stops: nothing closes an Owned, and one dropped must leave no parent
+// holding its context (its timer, if set, fires once and lets go).
+type Owned struct {
+	o *Context
+}
+
+// Get returns parent bounded by timeout from (about) now, as Pool.Get.
+func (s *Owned) Get(parent context.Context, timeout time.Duration) *Context {
+	o := s.o
+	if o == nil {
+		o = &Context{}
+		s.o = o
+	}
+	o.parent, o.timeout = parent, timeout
+	return o
+}
+
+// Put ends the operation of o, which Get returned; a context somebody may
+// still watch (a derived context) is not reused.
+func (s *Owned) Put(o *Context) {
+	if o.armed.Load() {
+		o.mu.Lock()
+		o.unwatchLocked()
+		o.mu.Unlock()
+	}
+	if !o.recycle() {
+		o.dismiss()
+		s.o = nil
+	}
+}
+
 // deadlineLocked returns the deadline, fixing it if needed.
-func (o *opContext) deadlineLocked() int64 {
+func (o *Context) deadlineLocked() int64 {
 	if o.deadline == 0 {
 		o.deadline = deadlineFrom(clock.Nanos(), o.timeout)
 	}
@@ -173,11 +217,11 @@ func deadlineFrom(now int64, timeout time.Duration) int64 {
 	return now + int64(timeout)
 }
 
-// release recycles o: back to its pool, unless somebody may still watch
+// Release recycles o: back to its pool, unless somebody may still watch
 // its Done channel (a context derived from o, from a goroutine of its
 // own), in which case o stays as it is, cancelled, for the garbage
 // collector.
-func (o *opContext) release() {
+func (o *Context) Release() {
 	if o.recycle() && o.pool != nil {
 		o.pool.put(o)
 		return
@@ -186,8 +230,8 @@ func (o *opContext) release() {
 }
 
 // recycle readies o for another operation and reports whether it can
-// serve one (release's decision, apart from the pool).
-func (o *opContext) recycle() bool {
+// serve one (Release's decision, apart from the pool).
+func (o *Context) recycle() bool {
 	if !o.armed.Load() {
 		// Not armed in this operation: Done was not called, so no timer
 		// or watch acts on it, and a channel made earlier is open and
@@ -214,7 +258,7 @@ func (o *opContext) recycle() bool {
 
 // dismiss stops o's timer and its watch on a parent: o serves no more
 // operations.
-func (o *opContext) dismiss() {
+func (o *Context) dismiss() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.timer != nil {
@@ -224,20 +268,20 @@ func (o *opContext) dismiss() {
 	o.unwatchLocked()
 }
 
-func (o *opContext) unwatchLocked() {
+func (o *Context) unwatchLocked() {
 	if o.stop != nil {
 		o.stop()
 	}
 	o.stop, o.watched = nil, nil
 }
 
-func (o *opContext) Deadline() (time.Time, bool) {
+func (o *Context) Deadline() (time.Time, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return clock.Base().Add(time.Duration(o.deadlineLocked())), true
 }
 
-func (o *opContext) Value(key any) any { return o.parent.Value(key) }
+func (o *Context) Value(key any) any { return o.parent.Value(key) }
 
 // Err reports the parent's error, else context.DeadlineExceeded once the
 // deadline has passed, and closes Done's channel when it exists. Polling
@@ -248,7 +292,7 @@ func (o *opContext) Value(key any) any { return o.parent.Value(key) }
 // exchange). The deadline, unless Deadline or Done fixed it earlier,
 // counts from that first reading: polls are microseconds apart, timeouts
 // seconds.
-func (o *opContext) Err() error {
+func (o *Context) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.err == nil {
@@ -268,8 +312,8 @@ func (o *opContext) Err() error {
 
 // Done arms o on first use in an operation: the channel, the timer for
 // the deadline and the watch on the parent, each made or moved only when
-// the last operation's does not serve (see opContext).
-func (o *opContext) Done() <-chan struct{} {
+// the last operation's does not serve (see Context).
+func (o *Context) Done() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.armed.Load() {
@@ -308,7 +352,7 @@ func (o *opContext) Done() <-chan struct{} {
 
 // parentDone cancels the armed operation whose parent's Done channel is
 // pd, which was closed.
-func (o *opContext) parentDone(pd <-chan struct{}) {
+func (o *Context) parentDone(pd <-chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.watched != pd {
@@ -325,7 +369,7 @@ func (o *opContext) parentDone(pd <-chan struct{}) {
 // onTimer ends the operation armed when it fires if that one's deadline
 // has passed, and otherwise waits on for it; with no operation armed it
 // stays idle until the next Done.
-func (o *opContext) onTimer() {
+func (o *Context) onTimer() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.timerSet = false
@@ -340,7 +384,7 @@ func (o *opContext) onTimer() {
 	o.cancelLocked(context.DeadlineExceeded)
 }
 
-func (o *opContext) cancelLocked(err error) {
+func (o *Context) cancelLocked(err error) {
 	o.err = err
 	if o.done != nil {
 		close(o.done)
@@ -355,7 +399,7 @@ func (o *opContext) cancelLocked(err error) {
 // cancelled (at once if it is) and returns a function that unregisters
 // f, reporting whether it did so before f was started. The context
 // package uses it for context.AfterFunc and for contexts derived from o.
-func (o *opContext) AfterFunc(f func()) func() bool {
+func (o *Context) AfterFunc(f func()) func() bool {
 	o.Done() // arms the deadline timer and the parent's watch
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -382,4 +426,4 @@ func (o *opContext) AfterFunc(f func()) func() bool {
 	}
 }
 
-func (o *opContext) String() string { return "comm.opContext" }
+func (o *Context) String() string { return "opctx.Context" }
