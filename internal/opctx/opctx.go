@@ -35,7 +35,8 @@ import (
 // one's deadline has passed, and otherwise waits on for it (deadlines are
 // timeouts, seconds to minutes, so it fires about once per timeout); and
 // the watch on the parent (context.AfterFunc), kept while the next
-// operations' parent has the same Done channel. A 2-rank 8-byte
+// operations' parent has the same Done channel (by a Pool's contexts;
+// an Owned's stops at Put). A 2-rank 8-byte
 // all-reduce over TCP under a cancellable parent, alternating binaries
 // (2026-11-29, docs/results/2026-11-29/opctx-wait.txt): 15.0-15.4 us when
 // every Done reset the timer, read the clock twice and registered a watch
@@ -48,8 +49,8 @@ type Context struct {
 	pool    *Pool // takes o back on Release (nil: an Owned's, or a test's that recycles by hand)
 	// armed is set by the first Done of an operation (which AfterFunc
 	// calls too), before it arms the timer or the parent's watch: until
-	// then only the operation's own goroutines use o, and release needs
-	// no lock.
+	// then only the operation's own goroutines use o, and Release (or
+	// Owned.Put) needs no lock.
 	armed atomic.Bool
 
 	mu sync.Mutex // protects following
@@ -57,7 +58,7 @@ type Context struct {
 	// 0 until first needed.
 	deadline int64
 	checks   uint32 // calls of Err, which reads the clock every 16th
-	gen      uint64 // incremented by release: late callbacks ignore a reused context
+	gen      uint64 // incremented by recycle: late callbacks ignore a reused context
 	done     chan struct{}
 	err      error
 	// timer runs onTimer; timerAt is the deadline it was set for, and
@@ -85,7 +86,7 @@ type Context struct {
 // be registered with a parent (its watch), and one that a sync.Pool
 // dropped would stay in that parent's list of children as long as the
 // parent lives; this pool lets go of a context only after stopping its
-// watch and timer, and close does so for all when the communicator closes.
+// watch and timer, and Close does so for all when the communicator closes.
 type Pool struct {
 	// last is the context released last, taken and put back without the
 	// lock: the common case, one operation at a time, costs one atomic
