@@ -36,9 +36,11 @@ import (
 //	+128  entered: the sequence number and signature of the last
 //	      collective this rank ran outside the board (Enter), for peers to
 //	      tell a mismatch from a late rank
-//	+192  slot 0: stamp, seq, signature, length (40 bytes), then
-//	      BoardBytes of payload, the first 24 bytes of it in the
-//	      header's cache line (an 8-byte all-reduce reads one line)
+//	+192  slot 0: stamp (the operation's number, low 32 bits, and the
+//	      payload's length above them, in one word: one release store
+//	      publishes both), seq, signature (32 bytes), then BoardBytes of
+//	      payload, the first 32 bytes of it in the header's cache line
+//	      (an all-reduce of up to 8 float32s reads one line)
 //	      slot 1: the same, from the next cache line
 const (
 	// BoardBytes is the largest contribution a board collective carries
@@ -48,7 +50,7 @@ const (
 	// every peer's slot, which stops paying off among many ranks.
 	MaxBoardRanks = 16
 
-	boardHeader = 40
+	boardHeader = 32
 	// boardTouchBytes bounds the payloads whose lines a wait loads early
 	// (Exchange's size). At 1 KiB, loading 16 lines (or the first 8) on
 	// every poll was slower than not (2 ranks, 1.40-1.42 -> 1.59 us): the
@@ -110,7 +112,6 @@ type boardBlock struct {
 	enteredSig     [2]*uint64
 	stamp, seq     [2]*uint64
 	sig            [2][2]*uint64
-	length         [2]*uint32
 	payload        [2][]byte
 }
 
@@ -124,7 +125,6 @@ func boardBlockAt(mem []byte, off int) boardBlock {
 		h := off + 3*cacheLine + s*boardSlotSize
 		b.stamp[s], b.seq[s] = word64(mem, h), word64(mem, h+8)
 		b.sig[s] = [2]*uint64{word64(mem, h+16), word64(mem, h+24)}
-		b.length[s] = word32(mem, h+32)
 		b.payload[s] = mem[h+boardHeader : h+boardHeader+BoardBytes : h+boardHeader+BoardBytes]
 	}
 	return b
@@ -234,8 +234,8 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 		copy(me.payload[s], mine)
 	}
 	ws := packSig(sig)
-	*me.seq[s], *me.sig[s][0], *me.sig[s][1], *me.length[s] = seq, ws[0], ws[1], uint32(len(mine))
-	release.Store64(me.stamp[s], op)
+	*me.seq[s], *me.sig[s][0], *me.sig[s][1] = seq, ws[0], ws[1]
+	release.Store64(me.stamp[s], stampOf(op, len(mine)))
 	for r := range b.n {
 		if from >= 0 && r != from {
 			continue
@@ -247,7 +247,7 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 				pay = p.payload[s][:size]
 			}
 			if err := w.until(r, true, func() bool {
-				ok := atomic.LoadUint64(p.stamp[s]) == op
+				ok := uint32(atomic.LoadUint64(p.stamp[s])) == uint32(op)
 				// The loads of the payload's lines are issued beside the
 				// stamp's; their values are not used (a line read before
 				// the stamp is read again after it), only kept from the
@@ -263,13 +263,18 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 				return b.postedWake(err)
 			}
 		}
-		read(r, p.payload[s][:min(atomic.LoadUint32(p.length[s]), BoardBytes)])
+		read(r, p.payload[s][:min(atomic.LoadUint64(p.stamp[s])>>32, BoardBytes)])
 	}
 	b.sawAll = from < 0
 	atomic.StoreUint64(me.done, op)
 	b.wakePeers()
 	return nil
 }
+
+// stampOf is the stamp of operation op carrying n bytes: op's low 32
+// bits (a wait compares them with the operation it waits for, at most
+// two apart) and n above them.
+func stampOf(op uint64, n int) uint64 { return uint64(uint32(op)) | uint64(n)<<32 }
 
 // postedWake wakes the peers asleep on this rank after it posted an
 // operation it then failed, and returns err: the wake that the done word
