@@ -30,7 +30,9 @@ func AllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Reduc
 // the flight record and the op timeout of the general path but without
 // its pooled Work and request and its dispatch through Run: 2 ranks, 8
 // bytes, alternating binaries, 6 rounds, 0.68-0.74 -> 0.59-0.63 us
-// against Open MPI's 0.60-0.64 (2026-11-28). Anything the general path
+// against Open MPI's 0.60-0.64 (2026-11-28). The backend tells the flight
+// recorder of the operation from inside it (inlineRecord), its start
+// once the operation waits for its peers. Anything the general path
 // would refuse or treat specially (invalid arguments, a user-defined op,
 // the comms logger, a closed communicator) goes there.
 func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) (bool, error) {
@@ -47,25 +49,31 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	if err != nil {
 		return false, nil
 	}
-	req := backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: sb, Recv: rb, SigCount: len(recv), Source: -1}
-	var ticket flightTicket
+	var rec backend.InlineRecorder
 	if c.rec != nil {
-		ticket = c.rec.enter(&req)
+		rec = &c.inlineRec
 	}
-	if ran, ierr := c.inline.InlineAllReduce(ctx, c.timeout, seq, dt, op, sb, rb, len(recv)); ran {
-		err = ierr
-	} else {
+	ran, err := c.inline.InlineAllReduce(ctx, c.timeout, seq, dt, op, sb, rb, len(recv), rec)
+	if ran && err == nil {
+		return true, nil
+	}
+	req := backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: sb, Recv: rb, SigCount: len(recv), Source: -1}
+	if !ran {
 		// Not seq's turn yet (an operation started before it runs), or
 		// the communicator closed: Run waits, or says so.
+		var ticket flightTicket
+		if c.rec != nil {
+			ticket = c.rec.enter(&req)
+		}
 		r := req // a copy: req itself stays on the stack
 		err = c.run(ctx, &r)
-	}
-	if c.rec != nil {
-		c.rec.exit(ticket, err)
-		if err != nil {
-			failed := req // a copy: req itself stays on the stack
-			err = c.explainFailure(&failed, err)
+		if c.rec != nil {
+			c.rec.exit(ticket, err)
 		}
+	}
+	if err != nil && c.rec != nil {
+		failed := req // a copy: req itself stays on the stack
+		err = c.explainFailure(&failed, err)
 	}
 	return true, err
 }

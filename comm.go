@@ -149,8 +149,10 @@ type Comm struct {
 	// prof is the comms logger (profiler.go), shared by a world and its
 	// groups; nil when it is off.
 	prof *profiler
-	// inline is be's backend.Inliner, if it is one (allReduceInline).
-	inline backend.Inliner
+	// inline is be's backend.Inliner, if it is one (allReduceInline);
+	// inlineRec records its operations in rec.
+	inline    backend.Inliner
+	inlineRec inlineRecord
 
 	// ops holds the user-defined reduce ops (userop.go); on the world only.
 	ops opTable

@@ -127,7 +127,6 @@ func newFlightRecorder(id uint64, rank int, global []int) *flightRecorder {
 
 // enter records that req starts now and returns what exit needs.
 func (r *flightRecorder) enter(req *backend.Request) flightTicket {
-	now := time.Duration(clock.Nanos())
 	root, peer := int32(-1), int32(-1)
 	switch req.Kind {
 	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
@@ -136,6 +135,14 @@ func (r *flightRecorder) enter(req *backend.Request) flightTicket {
 	case backend.KindSend, backend.KindRecv:
 		peer = int32(req.Peer)
 	}
+	return r.enterOp(&flightEntry{seq: req.Seq, kind: req.Kind, dtype: req.DType, op: req.Op,
+		root: root, peer: peer, send: int64(len(req.Send)), recv: int64(len(req.Recv))})
+}
+
+// enterOp records that the operation op describes (its seq, kind, dtype,
+// op, root, peer, send and recv) starts now, and returns what exit needs.
+func (r *flightRecorder) enterOp(op *flightEntry) flightTicket {
+	now := time.Duration(clock.Nanos())
 	r.mu.Lock()
 	r.n++
 	ord := r.n
@@ -143,12 +150,39 @@ func (r *flightRecorder) enter(req *backend.Request) flightTicket {
 	r.retired.add(e)
 	// end stays: it does not match ord (see flightEnd).
 	release.Store64(&e.ord, ord) // exit reads it without the lock
-	e.seq, e.kind, e.dtype, e.op = req.Seq, req.Kind, req.DType, req.Op
-	e.root, e.peer, e.send, e.recv = root, peer, int64(len(req.Send)), int64(len(req.Recv))
+	e.seq, e.kind, e.dtype, e.op = op.seq, op.kind, op.dtype, op.op
+	e.root, e.peer, e.send, e.recv = op.root, op.peer, op.send, op.recv
 	e.enter, e.err = now, nil
-	r.lastSeq = max(r.lastSeq, req.Seq)
+	r.lastSeq = max(r.lastSeq, op.seq)
 	r.mu.Unlock()
 	return flightTicket{ord: ord, enter: now}
+}
+
+// inlineRecord records a communicator's inline all-reduces in its flight
+// recorder (backend.InlineRecorder: from inside the operation, entered
+// while it waits for its peers). The turn the operation holds in its
+// backend guards it: one operation at a time.
+type inlineRecord struct {
+	rec     *flightRecorder
+	ticket  flightTicket
+	entered bool
+}
+
+// InlineEntered implements backend.InlineRecorder.
+func (ir *inlineRecord) InlineEntered(seq uint64, dt backend.DType, op backend.Op, n int) {
+	ir.ticket = ir.rec.enterOp(&flightEntry{seq: seq, kind: backend.KindAllReduce, dtype: dt, op: op,
+		root: -1, peer: -1, send: int64(n), recv: int64(n)})
+	ir.entered = true
+}
+
+// InlineExited implements backend.InlineRecorder.
+func (ir *inlineRecord) InlineExited(seq uint64, dt backend.DType, op backend.Op, n int, err error) {
+	if !ir.entered {
+		// It failed before it posted (the board closed, say).
+		ir.InlineEntered(seq, dt, op, n)
+	}
+	ir.entered = false
+	ir.rec.exit(ir.ticket, err)
 }
 
 // exit records how the operation t entered as ended. An entry the ring has
@@ -337,6 +371,7 @@ func (c *Comm) FlightRecord() FlightRecord {
 func (c *Comm) attachFlight() {
 	c.flight = &flightWorld{rank: c.rank, size: c.size}
 	c.rec = newFlightRecorder(c.id, c.rank, c.global)
+	c.inlineRec.rec = c.rec
 	c.flight.add(c.rec)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
@@ -79,5 +80,65 @@ func TestAllReduceInlineRefusesBadArguments(t *testing.T) {
 	err := comm.AllReduce(context.Background(), world[0], make([]float32, 2), make([]float32, 3), comm.Sum)
 	if err == nil || !errors.Is(err, comm.ErrInvalid) {
 		t.Fatalf("lengths 2 and 3: %v, want an error wrapping ErrInvalid", err)
+	}
+}
+
+// An inline all-reduce enters the flight record from inside the backend,
+// once it has posted its part (backend.InlineRecorder): while it waits
+// for a peer that has not called yet it must be in the record as
+// pending, and one that fails before it posts (the world aborted) must
+// be there as failed.
+func TestAllReduceInlineFlightRecord(t *testing.T) {
+	world := factories()[2].make(t, 2, backend.Algorithms{}) // shm
+	ctx := context.Background()
+	lastAllReduce := func(c *comm.Comm) (comm.FlightOp, int) {
+		fc := c.FlightRecord().Comms[0]
+		var last comm.FlightOp
+		for _, op := range fc.Recent {
+			if op.Op == "all_reduce" && op.Seq > last.Seq {
+				last = op
+			}
+		}
+		return last, len(fc.Pending)
+	}
+	for round := range 3 {
+		done := make(chan error, 1)
+		x := []float32{1, 2}
+		go func() { done <- comm.AllReduce(ctx, world[0], x, x, comm.Sum) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			op, pending := lastAllReduce(world[0])
+			if op.State == "pending" && pending == 1 && op.SendBytes == 8 && !op.Entered.IsZero() {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: rank 0 waits for rank 1, and its record's last all-reduce is %+v (%d pending)", round, op, pending)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		y := []float32{3, 4}
+		if err := comm.AllReduce(ctx, world[1], y, y, comm.Sum); err != nil {
+			t.Fatalf("round %d: rank 1: %v", round, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: rank 0: %v", round, err)
+		}
+		if op, pending := lastAllReduce(world[0]); op.State != "done" || pending != 0 || x[0] != 4 || x[1] != 6 {
+			t.Fatalf("round %d: rank 0's result %v, record %+v (%d pending)", round, x, op, pending)
+		}
+	}
+	world[1].Abort(errors.New("test abort"))
+	// Once rank 0 has seen the abort (its barrier fails), its next
+	// all-reduce fails before it posts anything.
+	if err := comm.Barrier(ctx, world[0]); err == nil {
+		t.Fatal("Barrier after a peer aborted the world: no error")
+	}
+	err := comm.AllReduce(ctx, world[0], []float32{1}, []float32{1}, comm.Sum)
+	if err == nil {
+		t.Fatal("AllReduce after a peer aborted the world: no error")
+	}
+	op, pending := lastAllReduce(world[0])
+	if op.State != "failed" || op.Error == "" || pending != 0 || op.SendBytes != 4 {
+		t.Fatalf("all-reduce after the abort (%v): record %+v (%d pending)", err, op, pending)
 	}
 }

@@ -260,8 +260,23 @@ type Inliner interface {
 	// numbered before it has not started, or the communicator is closed),
 	// does nothing and reports false, and the caller gives the request to
 	// Run. ctx ends the operation, and so does timeout from its start
-	// unless ctx has a deadline.
-	InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt DType, op Op, send, recv []byte, count int) (bool, error)
+	// unless ctx has a deadline. rec, unless nil, is told of the
+	// operation when it reports true.
+	InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt DType, op Op, send, recv []byte, count int, rec InlineRecorder) (bool, error)
+}
+
+// InlineRecorder is told of the inline all-reduces (the caller's flight
+// recorder), from inside them, so that what it records costs them
+// nothing: InlineEntered once the operation has posted its part and
+// waits for the peers' anyway (an 8-byte all-reduce of 2 ranks over
+// shared memory takes 0.2-0.6 us, and recording its start took ~0.015 of
+// that on the way in: a clock read and a lock), InlineExited when it
+// ends, whether or not it was entered, before the next operation may
+// start. Both see the all-reduce seq of n bytes of dt with op; the
+// operation's turn orders them.
+type InlineRecorder interface {
+	InlineEntered(seq uint64, dt DType, op Op, n int)
+	InlineExited(seq uint64, dt DType, op Op, n int, err error)
 }
 
 // Settler is implemented by world communicators whose ranks should stay

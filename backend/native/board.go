@@ -193,7 +193,7 @@ func (c *Comm) InlinesAllReduce(n int) bool {
 
 // InlineAllReduce implements backend.Inliner: runOnBoard for an all-reduce
 // InlinesAllReduce accepted, without a Request but for its errors.
-func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int) (bool, error) {
+func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int, rec backend.InlineRecorder) (bool, error) {
 	if c.isClosed() || !c.turn.Ready(seq) {
 		return false, nil
 	}
@@ -208,18 +208,27 @@ func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq u
 		ctx = o
 	}
 	sig := transport.Signature{Kind: backend.KindAllReduce, DType: dt, Op: op, Algo: uint8(algo.SharedBoard), Count: uint64(count)}
-	if err := c.boardAllReduce(ctx, seq, sig, dt, op, send, recv); err != nil {
-		req := &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
-		return true, c.boardError(ctx, req, err)
+	var posted func()
+	if rec != nil {
+		posted = func() { rec.InlineEntered(seq, dt, op, len(recv)) }
 	}
-	return true, nil
+	err := c.boardAllReduce(ctx, seq, sig, dt, op, send, recv, posted)
+	if err != nil {
+		req := &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
+		err = c.boardError(ctx, req, err)
+	}
+	if rec != nil {
+		rec.InlineExited(seq, dt, op, len(recv), err)
+	}
+	return true, err
 }
 
 // boardAllReduce runs the all-reduce seq (of signature sig) on the board:
-// every rank's contribution folded in rank order into recv.
-func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Signature, dt backend.DType, op backend.Op, send, recv []byte) error {
+// every rank's contribution folded in rank order into recv. posted, unless
+// nil, runs once this rank's part is posted (Board.ExchangeAfter).
+func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Signature, dt backend.DType, op backend.Op, send, recv []byte, posted func()) error {
 	var rerr error
-	err := c.board.Exchange(ctx, seq, sig, send, len(send), -1, func(r int, p []byte) {
+	err := c.board.ExchangeAfter(ctx, seq, sig, send, len(send), -1, posted, func(r int, p []byte) {
 		if r == 0 {
 			copy(recv, p)
 		} else if rerr == nil {
@@ -263,7 +272,7 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 	var rerr error
 	switch req.Kind {
 	case backend.KindAllReduce:
-		err = c.boardAllReduce(ctx, req.Seq, sig, req.DType, req.Op, req.Send, req.Recv)
+		err = c.boardAllReduce(ctx, req.Seq, sig, req.DType, req.Op, req.Send, req.Recv, nil)
 	case backend.KindReduce:
 		// Every rank posts; the root folds them in rank order, the others
 		// read only their own slot (nothing to wait for).
