@@ -266,14 +266,14 @@ type Inliner interface {
 }
 
 // InlineRecorder is told of the inline all-reduces (the caller's flight
-// recorder), from inside them, so that what it records costs them
-// nothing: InlineEntered once the operation has posted its part and
-// waits for the peers' anyway (an 8-byte all-reduce of 2 ranks over
-// shared memory takes 0.2-0.6 us, and recording its start took ~0.015 of
-// that on the way in: a clock read and a lock), InlineExited when it
-// ends, whether or not it was entered, before the next operation may
-// start. Both see the all-reduce seq of n bytes of dt with op; the
-// operation's turn orders them.
+// recorder), from inside them, so that recording an operation's start
+// overlaps its wait for the peers: InlineEntered once the operation has
+// posted its part, InlineExited when it ends, whether or not it was
+// entered, before the next operation may start. Both see the all-reduce
+// seq of n bytes of dt with op; the operation's turn orders them. A
+// 2-rank 8-byte all-reduce over shared memory takes 0.2-0.6 us; recording
+// its start before it posted (a clock read, a lock, and the request built
+// for it) cost it 0.025-0.035 us (docs/results/2026-11-29/inline-record.txt).
 type InlineRecorder interface {
 	InlineEntered(seq uint64, dt DType, op Op, n int)
 	InlineExited(seq uint64, dt DType, op Op, n int, err error)
