@@ -203,10 +203,10 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 // ExchangeAfter is Exchange, calling posted (unless nil) once before it
 // first waits for a peer: after this rank's contribution is posted, or
 // before it waits for the slot to be free (when the last exchange read
-// only one rank's). What posted does overlaps with the peers' posting:
-// a caller's bookkeeping there costs the operation nothing while it
-// waits anyway. posted is not called when Exchange fails before it may
-// wait (the board closed or failed).
+// only one rank's). What posted does overlaps the wait for the peers'
+// parts instead of delaying this rank's (a lock there still waits for
+// the stamp's store to reach the peers). posted is not called when
+// Exchange fails before it may wait (the board closed or failed).
 func (b *Board) ExchangeAfter(ctx context.Context, seq uint64, sig Signature, mine []byte, size, from int, posted func(), read func(rank int, p []byte)) error {
 	if len(mine) > BoardBytes {
 		return fmt.Errorf("comm: transport: %d bytes exceed the board's %d", len(mine), BoardBytes)
