@@ -18,9 +18,9 @@ import (
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
-	"github.com/gocomm/comm/transport"
 )
 
 // DefaultTimeout bounds every operation whose context has no deadline, and

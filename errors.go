@@ -5,7 +5,7 @@ import (
 
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // Errors returned by gocomm, matched with errors.Is. Failures of an

@@ -23,12 +23,12 @@ var layers = []struct {
 	{"pure parts", []string{"algo", "internal/kernel", "internal/onebitkernel", "rendezvous", "profile", "env",
 		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release"}},
 	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
-	{"byte movement", []string{"transport"}},
+	{"byte movement", []string{"internal/transport"}},
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
 	{"on the API", []string{"conformance", "launch", "onebit", "internal/faults"}},
-	{"on those", []string{"optim", "bench"}},
+	{"on those", []string{"optim", "internal/bench"}},
 	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},
 }
 
@@ -36,7 +36,7 @@ var layers = []struct {
 // backend speaks to its own machinery only, and the launcher knows the
 // environment contract, not the library.
 var forbidden = map[string][]string{
-	"backend/mpi":    {"transport", "backend/native", "internal/bufpool"},
+	"backend/mpi":    {"internal/transport", "backend/native", "internal/bufpool"},
 	"backend/native": {"backend/mpi"},
 	"launch":         {""},
 }
@@ -143,8 +143,8 @@ func TestLayers(t *testing.T) {
 // forbidden import.
 func TestLayersCatchUpwardImports(t *testing.T) {
 	pkgs := []listedPackage{
-		{ImportPath: module + "/transport", Imports: []string{module + "/backend", "fmt"}},
-		{ImportPath: module + "/backend/mpi", Imports: []string{module + "/transport"}},
+		{ImportPath: module + "/internal/transport", Imports: []string{module + "/backend", "fmt"}},
+		{ImportPath: module + "/backend/mpi", Imports: []string{module + "/internal/transport"}},
 		{ImportPath: module + "/core", Imports: []string{module + "/algo"}},
 		{ImportPath: module + "/newpkg"},
 		{ImportPath: module + "/algo", Imports: []string{module + "/core"}},
@@ -152,7 +152,7 @@ func TestLayersCatchUpwardImports(t *testing.T) {
 	bad := checkLayers(pkgs)
 	for _, want := range []string{
 		`transport (layer "byte movement") imports backend (layer "backend seam")`,
-		"backend/mpi imports transport, which the design forbids",
+		"backend/mpi imports internal/transport, which the design forbids",
 		`core (layer "vocabulary") imports algo`,
 		"newpkg has no layer",
 	} {

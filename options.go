@@ -23,9 +23,9 @@ import (
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/cpubind"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
-	"github.com/gocomm/comm/transport"
 )
 
 // config is Options with every default and environment variable applied.

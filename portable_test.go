@@ -28,7 +28,7 @@ func TestPortableBuildWithTag(t *testing.T) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	args = append(args, ".", "./transport", "./internal/kernel", "./internal/onebitkernel")
+	args = append(args, ".", "./internal/transport", "./internal/kernel", "./internal/onebitkernel")
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()

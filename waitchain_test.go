@@ -11,7 +11,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // TestTimeoutNamesTheEndOfTheWaitChain: in a ring all-reduce that rank 2

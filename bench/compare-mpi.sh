@@ -2,7 +2,7 @@
 # compare-mpi.sh: issue 20's comparison, rerunnable anywhere Open MPI's
 # headers are installed: gocomm on its MPI backend (the mpi-backend series:
 # commbench built with -tags mpi, under mpirun) against the same
-# MPI_Allreduce from bench/peers/mpi_bench.c (mpi-shm), both with
+# MPI_Allreduce from internal/bench/peers/mpi_bench.c (mpi-shm), both with
 # --mca btl self,vader, 2 ranks, float32, 8 B .. 64 MiB, runs interleaved,
 # medians of 3; the table shows each run's loop time per iteration and
 # its 99th-percentile iteration (medians over the runs) and the ratio

@@ -2,12 +2,12 @@
 # compare.sh: issue 4's and issue 12's side-by-side comparison, rerunnable
 # anywhere the repository builds: gocomm (TCP, shared memory, and its MPI
 # backend) against Open MPI (vader and tcp BTLs, through
-# bench/peers/mpi_bench.c under mpirun) both with its default algorithm
+# internal/bench/peers/mpi_bench.c under mpirun) both with its default algorithm
 # choice (mpi-shm, mpi-tcp) and at its best (mpi-shm-best, mpi-tcp-best:
 # per op and size the fastest of its tuned algorithms, each forced in a run
 # of its own with --mca coll_tuned_use_dynamic_rules 1 --mca
 # coll_tuned_<op>_algorithm K, for every K ompi_info lists), and
-# torch.distributed's gloo (bench/peers/gloo_bench.py under
+# torch.distributed's gloo (internal/bench/peers/gloo_bench.py under
 # /usr/bin/python3), float32, medians of interleaved runs (every series
 # and every K take turns within a round), in three passes:
 #

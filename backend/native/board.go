@@ -10,8 +10,8 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
-	"github.com/gocomm/comm/transport"
 )
 
 // Small collectives of a world on one host run on the shared-memory board

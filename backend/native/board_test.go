@@ -14,8 +14,8 @@ import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/rendezvous"
-	"github.com/gocomm/comm/transport"
 )
 
 // openWorld opens n native ranks in this process, all on one host over

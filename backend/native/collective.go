@@ -7,7 +7,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // collective runs one collective: choose the algorithm, lay out the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // sharing is an endpoint that shares memory with the world ranks in local.

@@ -12,7 +12,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // execution is one collective in flight: its plan, its buffers and the

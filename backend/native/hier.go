@@ -9,7 +9,7 @@ import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/internal/kernel"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // topology is how a communicator's ranks spread over hosts, for

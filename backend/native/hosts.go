@@ -2,7 +2,7 @@ package native
 
 import (
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 var _ backend.HostLayout = (*Comm)(nil)

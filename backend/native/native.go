@@ -13,8 +13,8 @@ import (
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
-	"github.com/gocomm/comm/transport"
 )
 
 // Name is the name the native backend registers under.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 var _ backend.Capabilities = (*Comm)(nil)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // gatedSends is an endpoint whose sends to ranks 1 and 2 each wait until

@@ -6,7 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gocomm/comm/bench"
+	"github.com/gocomm/comm/internal/bench"
 	// The mpi backend: a pure-Go stub that says how to get it, unless
 	// built with -tags mpi (then: mpirun -np 2 commbench --backend mpi).
 	_ "github.com/gocomm/comm/backend/mpi"

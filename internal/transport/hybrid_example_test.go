@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/rendezvous"
-	"github.com/gocomm/comm/transport"
 )
 
 // Two ranks on one host (same HostID) connect through a store: messages

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gocomm/comm/core"
-	"github.com/gocomm/comm/transport"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // Two ranks of an in-process world exchange one message. A TCP world
