@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"syscall"
+	"os/exec"
 	"time"
+
+	"github.com/gocomm/comm/internal/faults"
 )
 
 // params are the settings every scenario shares.
@@ -19,6 +20,41 @@ type params struct {
 	killAfter time.Duration // kills land uniformly in [0, killAfter) after ready
 	rng       *rand.Rand
 }
+
+// rankMain runs this process as a rank of scenario (faults.Rank) and
+// returns its exit status.
+func rankMain(scenario string) int {
+	if err := faults.Rank(context.Background(), scenario); err != nil {
+		fmt.Fprintf(os.Stderr, "commfault: %s rank %s: %v\n", scenario, os.Getenv("RANK"), err)
+		return 1
+	}
+	return 0
+}
+
+// options are the faults options of a job of p.ranks ranks on this host
+// over transport ("shm", "tcp", or "" for auto); the ranks are this
+// executable.
+func options(p params, transport string) (faults.Options, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return faults.Options{}, err
+	}
+	return faults.Options{
+		Ranks:     p.ranks,
+		Transport: transport,
+		Command:   func(ctx context.Context, _ int) *exec.Cmd { return exec.CommandContext(ctx, self) },
+		Wait:      p.ready + p.hang,
+	}, nil
+}
+
+// localEnv are the variables of every local job's ranks.
+func localEnv(p params) []string {
+	return []string{"GOCOMM_SOCKET_HOST=127.0.0.1", "GOCOMM_TIMEOUT=" + p.timeout.String()}
+}
+
+// exited reports whether o ended without its scenario's fail line but
+// not cleanly (a crash, a non-zero status).
+func exited(o faults.Outcome) bool { return o.Fail == nil && o.Exit != nil }
 
 // killTrial is one kill -9 trial's outcome.
 type killTrial struct {
@@ -36,66 +72,43 @@ func (t killTrial) ok() bool {
 	return t.setupErr == nil && t.named == t.survivors && t.hangs == 0 && t.wrong == 0
 }
 
-// localSpecs are the specs of a job of p.ranks ranks on this host over
-// transport ("shm" or "tcp").
-func localSpecs(p params, transport string, port int, extra ...string) []rankSpec {
-	specs := make([]rankSpec, p.ranks)
-	for r := range specs {
-		specs[r].env = append(worldEnv(r, p.ranks, r, p.ranks, "127.0.0.1", port),
-			"GOCOMM_TRANSPORT="+transport, "GOCOMM_SOCKET_HOST=127.0.0.1",
-			"GOCOMM_TIMEOUT="+p.timeout.String())
-		specs[r].env = append(specs[r].env, extra...)
-	}
-	return specs
-}
-
 // runKillTrial starts a looping job, kills one rank once every rank is
 // ready, and watches the survivors fail.
 func runKillTrial(ctx context.Context, p params, transport string) killTrial {
-	port, err := freePort("127.0.0.1")
+	o, err := options(p, transport)
 	if err != nil {
 		return killTrial{setupErr: err}
 	}
-	j, err := startJob(ctx, localSpecs(p, transport, port))
+	j, err := faults.Start(ctx, o, "loop", append(localEnv(p), faults.MaxEnv+"="+(p.ready+p.hang).String())...)
 	if err != nil {
 		return killTrial{setupErr: err}
 	}
-	defer j.kill()
-	if _, err := j.awaitReady(p.ready); err != nil {
+	defer j.Stop()
+	if err := j.AwaitReady(p.ready); err != nil {
 		return killTrial{setupErr: err}
 	}
 	time.Sleep(time.Duration(p.rng.Int64N(int64(p.killAfter) + 1)))
 	tr := killTrial{victim: p.rng.IntN(p.ranks), survivors: p.ranks - 1}
-	killed := time.Now()
-	if err := j.cmds[tr.victim].Process.Signal(syscall.SIGKILL); err != nil {
-		return killTrial{setupErr: fmt.Errorf("kill rank %d: %w", tr.victim, err)}
-	}
-	evs, left := j.collect(killed.Add(p.hang), 0)
-	failed := map[int]bool{}
-	for _, ev := range evs {
+	killed := j.Kill(tr.victim)
+	for _, o := range j.WaitUntil(killed.Add(p.hang)) {
 		switch {
-		case ev.rank == tr.victim:
-		case ev.kind == "error" && !failed[ev.rank]:
-			failed[ev.rank] = true
-			tr.times = append(tr.times, max(ev.at.Sub(killed), 0))
-			if namesAny(ev.text, tr.victim) {
+		case o.Rank == tr.victim:
+		case o.Hung:
+			tr.hangs++
+			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d still running %v later (hang)", tr.victim, o.Rank, p.hang))
+		case o.Wrong != "":
+			tr.wrong++
+			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d: wrong result: %s", o.Rank, o.Wrong))
+		case o.Fail != nil:
+			tr.times = append(tr.times, max(o.Fail.At.Sub(killed), 0))
+			if namesAny(o.Fail.Text, tr.victim) {
 				tr.named++
 			} else {
-				tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d: %s", tr.victim, ev.rank, ev.text))
+				tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d: %s", tr.victim, o.Rank, o.Fail.Text))
 			}
-		case ev.kind == "wrong":
-			tr.wrong++
-			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d: wrong result: %s", ev.rank, ev.text))
-		case ev.kind == "exit" && !failed[ev.rank]:
-			failed[ev.rank] = true
-			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d exited with status %d without an error line; stderr: %.300s",
-				tr.victim, ev.rank, ev.code, j.stderr[ev.rank].String()))
-		}
-	}
-	for _, r := range left {
-		if r != tr.victim {
-			tr.hangs++
-			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d still running %v later (hang)", tr.victim, r, p.hang))
+		default:
+			tr.misnamed = append(tr.misnamed, fmt.Sprintf("rank %d killed; rank %d ended (%v) without a fail line: %.300s",
+				tr.victim, o.Rank, o.Exit, o.Output))
 		}
 	}
 	return tr
@@ -110,42 +123,33 @@ type exitJob struct {
 	detail   string
 }
 
-// runExitJob runs iters verified all-reduces on every rank; a random rank
+// runExitJob runs iters verified collectives on every rank; a random rank
 // exits right after the last one without Close, the others Close.
 func runExitJob(ctx context.Context, p params, transport string, iters int) exitJob {
-	port, err := freePort("127.0.0.1")
+	o, err := options(p, transport)
 	if err != nil {
 		return exitJob{setupErr: err}
 	}
 	exiter := p.rng.IntN(p.ranks)
-	specs := localSpecs(p, transport, port, envMode+"=exit", envIters+"="+strconv.Itoa(iters),
-		envExiter+"="+strconv.Itoa(exiter), envSeed+"="+strconv.FormatUint(p.rng.Uint64(), 10))
-	j, err := startJob(ctx, specs)
+	outs, err := faults.RunExitJob(ctx, o, iters, p.rng.Uint64(), exiter, localEnv(p)...)
 	if err != nil {
 		return exitJob{setupErr: err}
 	}
-	defer j.kill()
-	evs, left := j.collect(time.Now().Add(p.ready+p.hang), 0)
 	var out exitJob
-	for _, ev := range evs {
-		switch {
-		case ev.kind == "exit" && ev.code == exitInit:
-			out.setupErr = fmt.Errorf("rank %d could not start: %s", ev.rank, j.stderr[ev.rank].String())
-		case ev.kind == "error" || ev.kind == "wrong":
-			out.failed = true
-			if out.detail == "" {
-				out.detail = fmt.Sprintf("rank %d exited without Close; rank %d: %s %s", exiter, ev.rank, ev.kind, ev.text)
-			}
-		case ev.kind == "closeerr":
+	for _, o := range outs {
+		if o.CloseErr != "" {
 			out.closeErr++
-		case ev.kind == "exit" && ev.code != 0 && !out.failed:
-			out.failed = true
-			out.detail = fmt.Sprintf("rank %d exited with status %d; stderr: %.300s", ev.rank, ev.code, j.stderr[ev.rank].String())
 		}
-	}
-	if len(left) > 0 {
-		out.hang, out.failed = true, true
-		out.detail = fmt.Sprintf("ranks %v still running after %v", left, p.ready+p.hang)
+		if o.Hung {
+			out.hang = true
+		}
+		if o.Done && o.Exit == nil && o.Fail == nil && o.Wrong == "" {
+			continue
+		}
+		if !out.failed {
+			out.detail = fmt.Sprintf("rank %d exited without Close; rank %d: done %v, exit %v, hung %v: %.300s", exiter, o.Rank, o.Done, o.Exit, o.Hung, o.Output)
+		}
+		out.failed = true
 	}
 	return out
 }

@@ -10,11 +10,13 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/gocomm/comm/internal/faults"
 )
 
 func main() {
-	if os.Getenv(envRole) == "rank" {
-		os.Exit(rankMain())
+	if role := os.Getenv(faults.RoleEnv); role != "" {
+		os.Exit(rankMain(role))
 	}
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

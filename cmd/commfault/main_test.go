@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm/internal/faults"
 	"github.com/gocomm/comm/internal/netns"
 )
 
 // TestMain makes the test binary a rank when the command re-executes it.
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) == "rank" {
-		os.Exit(rankMain())
+	if role := os.Getenv(faults.RoleEnv); role != "" {
+		os.Exit(rankMain(role))
 	}
 	os.Exit(m.Run())
 }
@@ -118,19 +119,5 @@ func TestParseListening(t *testing.T) {
 	got := parseListening(strings.NewReader(table), map[string]bool{"111": true, "333": true})
 	if !equalInts(got, []int{30000}) {
 		t.Errorf("got %v, want [30000] (listening and ours only)", got)
-	}
-}
-
-func TestParseLine(t *testing.T) {
-	ev := parseLine(2, "error 1700000000000000000 comm: boom on rank 1", time.Time{})
-	if ev.kind != "error" || ev.rank != 2 || ev.text != "comm: boom on rank 1" || ev.at.UnixNano() != 1700000000000000000 {
-		t.Errorf("got %+v", ev)
-	}
-	ev = parseLine(1, "error 1700000000000000000 began=1699999990000000000 comm: timed out", time.Time{})
-	if ev.text != "comm: timed out" || ev.began.UnixNano() != 1699999990000000000 || ev.at.UnixNano() != 1700000000000000000 {
-		t.Errorf("got %+v", ev)
-	}
-	if ev := parseLine(0, "ready ", time.Unix(5, 0)); ev.kind != "ready" || ev.at.Unix() != 5 {
-		t.Errorf("got %+v", ev)
 	}
 }

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
-	"os/exec"
-
+	"github.com/gocomm/comm/internal/faults"
 	"github.com/gocomm/comm/internal/netns"
 )
 
@@ -44,24 +45,33 @@ func runPartition(ctx context.Context, p params) partitionResult {
 	const perHost = 2
 	size := perHost * len(hosts)
 	port := 29500 + p.rng.IntN(20000) // a fresh namespace: every port is free
-	specs := make([]rankSpec, size)
 	hostOf := make([]int, size)
-	for r := range specs {
-		h := hosts[r/perHost]
-		hostOf[r] = h.Index
-		specs[r] = rankSpec{
-			command: func(ctx context.Context, name string, args ...string) *exec.Cmd { return h.Command(ctx, name, args...) },
-			env: append(worldEnv(r, size, r%perHost, perHost, hosts[0].Addr, port),
-				"GOCOMM_SOCKET_HOST="+h.Addr, "GOCOMM_HOST_ID=commfault-"+strconv.Itoa(h.Index),
-				"GOCOMM_TIMEOUT="+p.timeout.String()),
-		}
+	for r := range hostOf {
+		hostOf[r] = hosts[r/perHost].Index
 	}
-	j, err := startJob(ctx, specs)
+	o, err := options(p, "")
 	if err != nil {
 		return partitionResult{setupErr: err}
 	}
-	defer j.kill()
-	if _, err := j.awaitReady(p.ready); err != nil {
+	o.Ranks = size
+	self := ""
+	if self, err = os.Executable(); err != nil {
+		return partitionResult{setupErr: err}
+	}
+	o.Command = func(ctx context.Context, r int) *exec.Cmd { return hosts[r/perHost].Command(ctx, self) }
+	o.RankEnv = func(r int) []string {
+		h := hosts[r/perHost]
+		return []string{"LOCAL_RANK=" + strconv.Itoa(r%perHost), "LOCAL_WORLD_SIZE=" + strconv.Itoa(perHost),
+			"MASTER_ADDR=" + hosts[0].Addr, "MASTER_PORT=" + strconv.Itoa(port),
+			"GOCOMM_SOCKET_HOST=" + h.Addr, "GOCOMM_HOST_ID=commfault-" + strconv.Itoa(h.Index),
+			"GOCOMM_TIMEOUT=" + p.timeout.String()}
+	}
+	j, err := faults.Start(ctx, o, "loop", faults.MaxEnv+"="+(p.ready+p.timeout+p.hang).String())
+	if err != nil {
+		return partitionResult{setupErr: err}
+	}
+	defer j.Stop()
+	if err := j.AwaitReady(p.ready); err != nil {
 		return partitionResult{setupErr: err}
 	}
 	cut := time.Now()
@@ -69,49 +79,51 @@ func runPartition(ctx context.Context, p params) partitionResult {
 		return partitionResult{setupErr: fmt.Errorf("taking host 1's link down: %w", err)}
 	}
 	res := partitionResult{ranks: size}
-	evs, left := j.collect(cut.Add(p.timeout+p.hang), 0)
-	failed := map[int]bool{}
-	for _, ev := range evs {
-		if failed[ev.rank] || (ev.kind != "error" && ev.kind != "exit" && ev.kind != "wrong") {
+	for _, o := range j.WaitUntil(cut.Add(p.timeout + p.hang)) {
+		if o.Hung {
+			res.hangs++
+			res.detail = append(res.detail, fmt.Sprintf("rank %d still running %v after the partition", o.Rank, p.timeout+p.hang))
 			continue
 		}
-		failed[ev.rank] = true
 		var across []int
 		for q := range size {
-			if hostOf[q] != hostOf[ev.rank] {
+			if hostOf[q] != hostOf[o.Rank] {
 				across = append(across, q)
 			}
 		}
-		d := max(ev.at.Sub(cut), 0)
+		at, kind, text, began := o.Exited, "exit", fmt.Sprintf("%v without a fail line: %.300s", o.Exit, o.Output), time.Time{}
+		switch {
+		case o.Fail != nil:
+			at, kind, text, began = o.Fail.At, "error", o.Fail.Text, o.Fail.At.Add(-o.Fail.Took)
+		case o.Wrong != "":
+			kind, text = "wrong", o.Wrong
+		}
+		d := max(at.Sub(cut), 0)
 		res.times = append(res.times, d)
-		var faults []string
+		var problems []string
 		// The timeout bounds each operation: one that began after the
 		// cut (the one in flight then completed, its messages already
 		// sent) may run until its own timeout.
-		from, began := cut, ""
-		if ev.began.After(cut) {
-			from, began = ev.began, fmt.Sprintf(", its all-reduce began %v after the cut", ev.began.Sub(cut).Round(time.Millisecond))
+		from, beganNote := cut, ""
+		if began.After(cut) {
+			from, beganNote = began, fmt.Sprintf(", its all-reduce began %v after the cut", began.Sub(cut).Round(time.Millisecond))
 		}
-		if ev.at.Sub(from) <= p.timeout+partitionSlack {
+		if at.Sub(from) <= p.timeout+partitionSlack {
 			res.inTime++
 		} else {
-			faults = append(faults, "late")
+			problems = append(problems, "late")
 		}
-		if ev.kind == "error" && namesAny(ev.text, across...) {
+		if kind == "error" && namesAny(text, across...) {
 			res.named++
 		} else {
-			faults = append(faults, "names no rank across the partition")
+			problems = append(problems, "names no rank across the partition")
 		}
 		// Every rank's line: what each one said, and when, is the figure.
 		note := ""
-		if len(faults) > 0 {
-			note = " (" + strings.Join(faults, ", ") + ")"
+		if len(problems) > 0 {
+			note = " (" + strings.Join(problems, ", ") + ")"
 		}
-		res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v%s%s: %s %s", ev.rank, hostOf[ev.rank], d.Round(time.Millisecond), began, note, ev.kind, ev.text))
-	}
-	res.hangs = len(left)
-	for _, r := range left {
-		res.detail = append(res.detail, fmt.Sprintf("rank %d still running %v after the partition", r, p.timeout+p.hang))
+		res.detail = append(res.detail, fmt.Sprintf("rank %d (host %d) after %v%s%s: %s %s", o.Rank, hostOf[o.Rank], d.Round(time.Millisecond), beganNote, note, kind, text))
 	}
 	return res
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gocomm/comm/internal/faults"
 )
 
 // Hostile connection kinds, used in turn.
@@ -242,25 +244,22 @@ func (t *targets) all() []string {
 // results.
 func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormResult {
 	var res stormResult
-	port, err := freePort("127.0.0.1")
-	if err != nil {
-		return stormResult{setupErr: err}
-	}
 	stop, err := stopFile()
 	if err != nil {
 		return stormResult{setupErr: err}
 	}
 	defer os.Remove(stop)
-	specs := localSpecs(p, "tcp", port, envStop+"="+stop, "GOCOMM_SECRET=commfault-"+strconv.FormatUint(p.rng.Uint64(), 36), "GOCOMM_DEBUG=warn")
-	j, err := startJob(ctx, specs)
+	o, err := options(p, "tcp")
 	if err != nil {
 		return stormResult{setupErr: err}
 	}
-	defer j.kill()
-	var pids []int
-	for _, c := range j.cmds {
-		pids = append(pids, c.Process.Pid)
+	j, err := faults.Start(ctx, o, "loop", append(localEnv(p), faults.StopEnv+"="+stop, faults.MaxEnv+"=1h",
+		"GOCOMM_SECRET=commfault-"+strconv.FormatUint(p.rng.Uint64(), 36), "GOCOMM_DEBUG=warn")...)
+	if err != nil {
+		return stormResult{setupErr: err}
 	}
+	defer j.Stop()
+	port, pids := j.Port(), j.PIDs()
 	tg := &targets{seen: map[string]bool{}, first: make(chan struct{})}
 	stopPoll := make(chan struct{})
 	polled := make(chan struct{})
@@ -321,7 +320,7 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 		}
 		wg.Wait()
 	}()
-	_, err = j.awaitReady(p.ready)
+	err = j.AwaitReady(p.ready)
 	close(readyOrNot)
 	if err != nil {
 		<-stormDone
@@ -338,32 +337,25 @@ func runStorm(ctx context.Context, p params, n int, hold time.Duration) stormRes
 	if f, err := os.Create(stop); err == nil {
 		f.Close()
 	}
-	evs, left := j.collect(time.Now().Add(p.hang+p.timeout), 0)
-	for _, ev := range evs {
-		switch ev.kind {
-		case "error":
+	for _, o := range j.WaitUntil(time.Now().Add(p.hang + p.timeout)) {
+		switch {
+		case o.Hung:
 			res.crashes++
-			res.detail = append(res.detail, fmt.Sprintf("rank %d: %s", ev.rank, ev.text))
-		case "wrong":
+			res.detail = append(res.detail, fmt.Sprintf("rank %d did not finish after the storm (hang)", o.Rank))
+		case o.Wrong != "":
 			res.wrong++
-			res.detail = append(res.detail, fmt.Sprintf("rank %d: wrong: %s", ev.rank, ev.text))
-		case "done":
-			if ev.rank == 0 {
-				res.iterations, _ = strconv.Atoi(ev.text)
-			}
-		case "exit":
-			if ev.code != 0 {
-				res.crashes++
-				res.detail = append(res.detail, fmt.Sprintf("rank %d exited with status %d; stderr: %.500s", ev.rank, ev.code, j.stderr[ev.rank].String()))
-			}
+			res.detail = append(res.detail, fmt.Sprintf("rank %d: wrong: %s", o.Rank, o.Wrong))
+		case o.Fail != nil:
+			res.crashes++
+			res.detail = append(res.detail, fmt.Sprintf("rank %d: %s", o.Rank, o.Fail.Text))
+		case o.Exit != nil:
+			res.crashes++
+			res.detail = append(res.detail, fmt.Sprintf("rank %d exited: %v; output: %.500s", o.Rank, o.Exit, o.Output))
 		}
-	}
-	for _, r := range left {
-		res.crashes++
-		res.detail = append(res.detail, fmt.Sprintf("rank %d did not finish after the storm (hang)", r))
-	}
-	for _, b := range j.stderr {
-		res.refusals += strings.Count(b.String(), "connection refused")
+		if o.Rank == 0 {
+			res.iterations = o.Iters
+		}
+		res.refusals += strings.Count(o.Output, "connection refused")
 	}
 	return res
 }

@@ -97,7 +97,7 @@ func (t *table) exits(ctx context.Context, c config, transport string) bool {
 		closeErrs += j.closeErr
 	}
 	ran := c.exits - setup
-	outcome := fmt.Sprintf("%d/%d jobs failed (%d all-reduces per rank, then one rank exits without Close); %d Close errors on the others", failed, ran, c.exitIters, closeErrs)
+	outcome := fmt.Sprintf("%d/%d jobs failed (%d verified all-reduces and broadcasts per rank, then one rank exits without Close); %d Close errors on the others", failed, ran, c.exitIters, closeErrs)
 	if setup > 0 {
 		outcome += fmt.Sprintf("; %d jobs did not start", setup)
 	}

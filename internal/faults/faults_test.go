@@ -26,7 +26,7 @@ func options(transport string) faults.Options {
 	return faults.Options{
 		Ranks:     4,
 		Transport: transport,
-		Command: func(ctx context.Context) *exec.Cmd {
+		Command: func(ctx context.Context, _ int) *exec.Cmd {
 			return exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		},
 		Wait: 90 * time.Second,
@@ -75,7 +75,7 @@ func TestExitWithoutClose(t *testing.T) {
 		t.Run(tr, func(t *testing.T) {
 			for job := range 4 {
 				seed := uint64(time.Now().UnixNano())
-				outs, err := faults.RunExitJob(testkit.Context(t, 5*time.Minute), options(tr), 3, seed)
+				outs, err := faults.RunExitJob(testkit.Context(t, 5*time.Minute), options(tr), 3, seed, -1)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -24,12 +24,16 @@ type Options struct {
 	// Transport is GOCOMM_TRANSPORT for the ranks: "shm", "tcp" or ""
 	// (auto).
 	Transport string
-	// Command returns a new process of a binary that calls Rank when
-	// RoleEnv is set (Run sets its Env and output; ctx kills it).
-	Command func(ctx context.Context) *exec.Cmd
+	// Command returns a new process for rank of a binary that calls Rank
+	// when RoleEnv is set (Start sets its Env and output; ctx kills it).
+	Command func(ctx context.Context, rank int) *exec.Cmd
 	// Env is the ranks' base environment; nil is this process's, without
 	// launcher variables (RANK, MASTER_ADDR, ...) or GOCOMM_* knobs.
 	Env []string
+	// RankEnv, if set, returns variables for one rank, added last (they
+	// override the defaults: e.g. LOCAL_RANK and MASTER_ADDR for ranks on
+	// several simulated hosts).
+	RankEnv func(rank int) []string
 	// Wait bounds a job from start to the last rank's exit (default 1m):
 	// a rank still running then is counted hung and killed.
 	Wait time.Duration
@@ -46,20 +50,23 @@ type Failure struct {
 
 // Outcome is how one rank of a job ended.
 type Outcome struct {
-	Rank   int
-	Ready  bool     // it printed ready
-	Done   bool     // it printed done
-	Fail   *Failure // its fail line, if any
-	Wrong  string   // its wrong line, if any
-	Exit   error    // its exit (nil: status 0)
-	Exited time.Time
-	Hung   bool   // still running at the end of Wait
-	Output string // everything it printed
+	Rank     int
+	Ready    bool     // it printed ready
+	Done     bool     // it printed done
+	Iters    int      // the count its done line gave
+	CloseErr string   // its closeerr line, if any
+	Fail     *Failure // its fail line, if any
+	Wrong    string   // its wrong line, if any
+	Exit     error    // its exit (nil: status 0)
+	Exited   time.Time
+	Hung     bool   // still running at the end of Wait
+	Output   string // everything it printed
 }
 
 // Job is a running world of ranks.
 type Job struct {
 	cmds    []*exec.Cmd
+	port    int
 	outs    []*lockedBuffer
 	results []Outcome
 	ready   chan int
@@ -111,9 +118,9 @@ func Start(ctx context.Context, o Options, scenario string, env ...string) (*Job
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	j := &Job{ready: make(chan int, o.Ranks), cancel: cancel, wait: o.Wait, start: time.Now(),
-		results: make([]Outcome, o.Ranks)}
+		results: make([]Outcome, o.Ranks), port: port}
 	for r := range o.Ranks {
-		cmd := o.Command(ctx)
+		cmd := o.Command(ctx, r)
 		cmd.Env = append(append([]string(nil), base...), RoleEnv+"="+scenario,
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(o.Ranks),
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(o.Ranks),
@@ -122,6 +129,9 @@ func Start(ctx context.Context, o Options, scenario string, env ...string) (*Job
 			cmd.Env = append(cmd.Env, "GOCOMM_TRANSPORT="+o.Transport)
 		}
 		cmd.Env = append(cmd.Env, env...)
+		if o.RankEnv != nil {
+			cmd.Env = append(cmd.Env, o.RankEnv(r)...)
+		}
 		out := &lockedBuffer{}
 		cmd.Stderr = out
 		stdout, err := cmd.StdoutPipe()
@@ -159,6 +169,9 @@ func (j *Job) follow(r int, cmd *exec.Cmd, stdout interface{ Read([]byte) (int, 
 			}
 		case "done":
 			res.Done = true
+			res.Iters, _ = strconv.Atoi(rest)
+		case "closeerr":
+			res.CloseErr = rest
 		case "wrong":
 			res.Wrong = rest
 		case "fail":
@@ -211,9 +224,28 @@ func (j *Job) Kill(r int) time.Time {
 	return now
 }
 
+// Port is the job's MASTER_PORT on 127.0.0.1 (the store's, unless
+// Options.RankEnv moved it).
+func (j *Job) Port() int { return j.port }
+
+// PIDs are the ranks' process ids.
+func (j *Job) PIDs() []int {
+	pids := make([]int, len(j.cmds))
+	for r, cmd := range j.cmds {
+		pids[r] = cmd.Process.Pid
+	}
+	return pids
+}
+
 // Wait waits for every rank to exit, until Options.Wait after Start;
 // ranks still running then are marked hung and killed.
 func (j *Job) Wait() []Outcome {
+	return j.WaitUntil(j.start.Add(j.wait))
+}
+
+// WaitUntil is Wait with its own deadline (e.g. a hang limit counted from
+// a fault).
+func (j *Job) WaitUntil(deadline time.Time) []Outcome {
 	done := make(chan struct{})
 	go func() {
 		j.wg.Wait()
@@ -221,7 +253,7 @@ func (j *Job) Wait() []Outcome {
 	}()
 	select {
 	case <-done:
-	case <-time.After(time.Until(j.start.Add(j.wait))):
+	case <-time.After(time.Until(deadline)):
 		j.mu.Lock()
 		for r := range j.results {
 			if j.results[r].Exited.IsZero() {
@@ -290,8 +322,8 @@ var lostPeerText = regexp.MustCompile(`rank (\d+): comm: peer connection lost`)
 
 // NamedByText counts the survivors whose error text names only the victim
 // as a lost peer ("rank V: comm: peer connection lost"), a criterion that
-// also applies to errors without a structured root cause (gocomm before
-// issue 13), for comparisons.
+// also applies to errors without a structured root cause, for
+// comparisons.
 func (t *KillTrial) NamedByText() (named, survivors int) {
 	for _, o := range t.Outcomes {
 		if o.Rank == t.Victim {
@@ -356,12 +388,17 @@ func (o Options) waitOrDefault() time.Duration {
 	return o.Wait
 }
 
-// RunExitJob runs the "exit" scenario: iters verified all-reduces of
-// sizes drawn from seed, after which every rank exits at once without
-// Close. It returns the outcomes; the job passed if every rank is Done
-// and exited with status 0.
-func RunExitJob(ctx context.Context, o Options, iters int, seed uint64) ([]Outcome, error) {
-	j, err := Start(ctx, o, "exit", ItersEnv+"="+strconv.Itoa(iters), SeedEnv+"="+strconv.FormatUint(seed, 10))
+// RunExitJob runs the "exit" scenario: iters verified collectives of
+// sizes drawn from seed, after which rank exiter (every rank if exiter is
+// negative) exits at once without Close while the others Close. It
+// returns the outcomes; the job passed if every rank is Done and exited
+// with status 0. extra are more variables for the ranks.
+func RunExitJob(ctx context.Context, o Options, iters int, seed uint64, exiter int, extra ...string) ([]Outcome, error) {
+	env := append([]string{ItersEnv + "=" + strconv.Itoa(iters), SeedEnv + "=" + strconv.FormatUint(seed, 10)}, extra...)
+	if exiter >= 0 {
+		env = append(env, ExiterEnv+"="+strconv.Itoa(exiter))
+	}
+	j, err := Start(ctx, o, "exit", env...)
 	if err != nil {
 		return nil, err
 	}

@@ -26,12 +26,19 @@ const (
 	BadEnv = "GOCOMM_FAULTS_BAD"
 	// MaxEnv: "loop": how long to loop at most (a Go duration; default 1m).
 	MaxEnv = "GOCOMM_FAULTS_MAX"
+	// StopEnv: "loop": a path whose creation makes the ranks finish (they
+	// agree on it after each sweep of sizes), Close and print done.
+	StopEnv = "GOCOMM_FAULTS_STOP"
+	// ExiterEnv: "exit": the one rank that exits without Close; the others
+	// Close (default: every rank exits without Close).
+	ExiterEnv = "GOCOMM_FAULTS_EXITER"
 )
 
 // Rank runs this process as one rank of scenario (see the package
 // documentation) and returns what made it fail to run the scenario at all;
 // an operation failing as the scenario expects is reported on stdout, not
-// returned. "exit" never returns: it exits the process.
+// returned. "exit" exits the process, but on the ranks that Close when
+// ExiterEnv is set.
 func Rank(ctx context.Context, scenario string) error {
 	c, err := comm.Init(ctx, comm.Options{})
 	if err != nil {
@@ -127,6 +134,7 @@ func loop(ctx context.Context, c *comm.Comm) error {
 		limit = d
 	}
 	deadline := time.Now().Add(limit)
+	stop := os.Getenv(StopEnv)
 	it := 0
 	for round := 0; time.Now().Before(deadline); round++ {
 		for _, n := range Sizes() {
@@ -145,9 +153,27 @@ func loop(ctx context.Context, c *comm.Comm) error {
 		if round == 0 {
 			fmt.Println("ready")
 		}
+		if stop != "" && stopAgreed(ctx, c, stop) {
+			break
+		}
 	}
 	fmt.Printf("done %d\n", it)
 	return c.Close()
+}
+
+// stopAgreed reports whether any rank has seen the stop file: the ranks
+// decide together, so that none closes while another starts a sweep. A
+// failure of this collective counts as not stopping: the next sweep
+// reports it.
+func stopAgreed(ctx context.Context, c *comm.Comm, stop string) bool {
+	flag := []int32{0}
+	if _, err := os.Stat(stop); err == nil {
+		flag[0] = 1
+	}
+	if err := comm.AllReduce(ctx, c, flag, flag, comm.Max); err != nil {
+		return false
+	}
+	return flag[0] == 1
 }
 
 func exitEarly(ctx context.Context, c *comm.Comm) error {
@@ -156,6 +182,12 @@ func exitEarly(ctx context.Context, c *comm.Comm) error {
 		return fmt.Errorf("faults: %s: %v", ItersEnv, err)
 	}
 	seed, _ := strconv.ParseUint(os.Getenv(SeedEnv), 10, 64)
+	exiter := -1
+	if s := os.Getenv(ExiterEnv); s != "" {
+		if exiter, err = strconv.Atoi(s); err != nil {
+			return fmt.Errorf("faults: %s: %v", ExiterEnv, err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(seed, 13)) // the same sizes on every rank
 	sizes := Sizes()
 	for it := range iters {
@@ -178,6 +210,13 @@ func exitEarly(ctx context.Context, c *comm.Comm) error {
 			fmt.Printf("wrong %s\n", wrong)
 			os.Exit(1)
 		}
+	}
+	if exiter >= 0 && c.Rank() != exiter {
+		if err := c.Close(); err != nil {
+			fmt.Printf("closeerr %s\n", strings.ReplaceAll(err.Error(), "\n", " | "))
+		}
+		fmt.Printf("done %d\n", iters)
+		return nil
 	}
 	fmt.Printf("done %d\n", iters)
 	os.Exit(0) // right after the last collective: no Close, no goodbye
