@@ -59,8 +59,8 @@ func Choose(kind core.Kind, size, bytes, elemSize int) (a Algorithm, chunk int) 
 		if bytes <= SmallMessage {
 			return RecursiveDoubling, 0
 		}
-		// Cutting ring messages into pipelined pieces measured no faster
-		// over TCP on 2 cores, so whole blocks it is.
+		// Cutting ring messages into pipelined pieces was no faster over
+		// TCP, so whole blocks it is.
 		return Ring, 0
 	case core.KindBroadcast:
 		if bytes > LargeMessage && size > 2 {

@@ -24,19 +24,19 @@ const (
 	// it.
 	Hierarchical
 	// SharedBoard is not a plan either: the native engine runs small
-	// collectives of a world on one host on the shared-memory board
-	// (transport.Board) when no algorithm is forced. It is reported as the
+	// collectives of a world on one host on the native backend's
+	// shared-memory board when no algorithm is forced. It is reported as the
 	// algorithm used, and cannot be forced.
 	SharedBoard
 	// SharedStage is the board's stage: all-reduces above the board's
-	// size, of a world on one host, through shared memory
-	// (transport.Board.AllReduce), when no algorithm is forced. Reported,
+	// size, of a world on one host, through the native backend's
+	// shared-memory board, when no algorithm is forced. Reported,
 	// never forced.
 	SharedStage
 	// SharedDirect is the all-reduce of buffers that every rank allocated
 	// with comm.AllocShared: each rank reads its stripe of every input in
-	// place and writes it into every result (transport.Board.
-	// AllReduceShared). Reported, never forced.
+	// place and writes it into every result, on the native backend's
+	// shared-memory board. Reported, never forced.
 	SharedDirect
 )
 

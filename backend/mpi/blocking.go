@@ -24,8 +24,8 @@ import (
 // (coll/tuned) are 2x faster than its nonblocking ones (coll/libnbc) on
 // small messages, and much faster still than a nonblocking call polled
 // from Go across cgo; on very large ones the nonblocking all-reduce
-// dodges the blocking one's default-algorithm collapse (issue 20: 7x at
-// 64 MiB). So each collective is run one way or the other by its kind and
+// dodges the blocking one's default-algorithm collapse at tens of MiB. So
+// each collective is run one way or the other by its kind and
 // size. MPI does not match a blocking collective with a nonblocking one,
 // so the choice must be the same on every rank: it depends only on the
 // kind and on a byte count every rank knows (blockingBytes), and on
@@ -41,12 +41,10 @@ type blockingPolicy [32]int64
 
 // defaultBlocking is the default table: 16 MiB for all-reduce, 1 MiB for
 // broadcasts, 4 MiB for the rest; all-to-all-v never blocks (its size is
-// not known to every rank). Measured on Open MPI 4.1, vader, 2 ranks:
-// blocking wins below; Open MPI's blocking all-reduce collapses between
-// 16 and 32 MiB (2026-11-24, bench/compare-mpi.sh, 2 interleaved rounds:
-// with a 4 MiB limit 8 and 16 MiB ran at 0.35-0.55x of C's
-// MPI_Allreduce, with a 32 MiB limit at 0.87-0.97x, and 32 MiB itself at
-// 1.15x against 7.1-7.2x nonblocking).
+// not known to every rank). Blocking wins below these sizes on Open MPI
+// 4.1 (vader); its blocking all-reduce collapses between 16 and 32 MiB,
+// where the nonblocking one is the faster. The figures behind it, and
+// bench/compare-mpi.sh to remeasure, are in docs/performance.md.
 func defaultBlocking() blockingPolicy {
 	var p blockingPolicy
 	for k := range p {

@@ -339,10 +339,9 @@ func (c *Comm) Local() (rank, size int) { return c.w.localRank, c.w.localSize }
 // runtime treats as a system call, and a call that outlasts a monitor poll
 // on a rank with one P has its P taken back, which restarts the monitor's
 // 20-us polling (pace.go); a rank that starts its first operations in that
-// phase keeps restarting it. Measured (2 ranks, vader, 8-byte all-reduce,
-// 100 warm-ups, 1000 timed iterations, 3 interleaved runs, 2026-11-24):
-// loop mean 4.2-5.0 us without, 1.09-1.57 us with 10 ms; median iteration
-// 1.05-1.10 us in both.
+// phase keeps restarting it, and its small collectives' mean time is
+// several times their median until it settles. 10 ms of settling costs
+// Init that much and removes the difference (docs/performance.md).
 const settleTime = 10 * time.Millisecond
 
 // SettleTime is backend.Settler's: see settleTime.

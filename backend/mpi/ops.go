@@ -80,9 +80,8 @@ func (c *Comm) startColl(k *call) (C.int, error) {
 // or the start of the nonblocking one into k.r.
 //
 // The buffers go to C as integers, so that cgo does not check them on
-// every call (cgocheck's walk of the pointed-to memory cost 65 ns of a
-// 2-rank 8-byte all-reduce's ~850: BenchmarkOverhead's backend-run, 844
-// against 779 ns with GODEBUG=cgocheck=0, 2026-11-24). They hold no Go
+// every call (cgocheck's walk of the pointed-to memory is a measurable
+// part of a small all-reduce; BenchmarkOverhead shows it). They hold no Go
 // pointers (bytes of numbers), a blocking call's stay alive and in place
 // until it returns (KeepAlive below; the goroutine's stack does not move
 // while it is in C), and a nonblocking call's are C memory or pinned

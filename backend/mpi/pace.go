@@ -20,11 +20,11 @@ import (
 // thread inside the call instead, and having taken a P it keeps waking
 // every ~20-100 us, taking it again whenever it catches the thread in MPI.
 // On a rank bound to one core (mpirun's default) each of those wakes is a
-// context switch on the core the rank spins on, and the peer waits too.
-// Measured with a probe (2 ranks, vader, 8-byte MPI_Allreduce, one cgo
-// call each, medians of 100-call batches, interleaved): 0.96-1.2 us per
-// call against 0.47-0.52 us for the same loop inside one C call; with a
-// Gosched every 500 calls, 0.46-0.56 us.
+// context switch on the core the rank spins on, and the peer waits too:
+// a loop of small cgo collectives runs about twice as slow per call as the
+// same loop inside one C call, and a Gosched every so often (this pace)
+// removes the difference; the trade is one clock read per call (see
+// docs/performance.md).
 const schedulerPace = 250_000 // nanoseconds (clock.Nanos)
 
 // pace is a communicator's record of its last pass through the scheduler.

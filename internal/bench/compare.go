@@ -134,14 +134,14 @@ Series:
 Every series runs the same plan (cases, warm-ups, iterations). The series (and
 each K of the best-of series) take turns, run after run, in a rotating order,
 and each reported time is the median over the runs of each run's timed loop per
-iteration (the slowest rank's): this machine's speed drifts within seconds, and
+iteration (the slowest rank's): a machine's speed may drift within seconds, and
 interleaving spreads that over every series. A series that cannot start (no
 mpicc, no torch) is reported and left out.
 Ratios: each gocomm series over the peers of its link (gocomm-shm and mpi-backend
 over mpi-shm and mpi-shm-best, gocomm-tcp over mpi-tcp and mpi-tcp-best) and over
 gloo.
 
-Example (the issue 4 comparison):
+Example:
   commbench compare -n 2 --runs 3 --plot compare.svg --json compare.json
 
 Flags:
@@ -877,8 +877,8 @@ func WriteComparison(w io.Writer, m Meta, runs int, results []Result, ours, peer
 	}
 }
 
-// writeHeadlines prints, for all-reduce, the figures of issue 4's targets
-// per series: latency at the smallest size, busbw at the largest, and the
+// writeHeadlines prints, for all-reduce, the headline figures per
+// series: latency at the smallest size, busbw at the largest, and the
 // best busbw with its size; then the same as ratios ours/peer.
 func writeHeadlines(w io.Writer, results []Result, series []string, ratios []ratioPair) {
 	type head struct {

@@ -121,8 +121,8 @@ func run[T comm.Numeric](ctx context.Context, c *comm.Comm, plan Plan, hooks *Ho
 		// begins. time.Since reads only the monotonic clock (time.Now reads
 		// the wall clock too), and every harness times its loop the same
 		// way (internal/bench/peers), so that an 8-byte operation's figure is the
-		// library's, not the clock's: three reads per iteration were 5% of
-		// a 2-rank shared-memory all-reduce's time here (perf, 2026-11-28).
+		// library's, not the clock's (three reads per iteration were a
+		// visible part of a small shared-memory all-reduce).
 		ts := times[:cs.Iters]
 		l0 := time.Now()
 		var prev time.Duration

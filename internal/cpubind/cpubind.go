@@ -37,8 +37,8 @@ func Resolve(v string, localRank, localSize int, allowed []int) ([]int, error) {
 // and at least 1. Zero means no change (not auto, or every rank has CPUs
 // of its own). As torchrun sets OMP_NUM_THREADS=1 for several ranks per
 // host, this keeps a rank's runtime from running more threads than its
-// share, which on 2 CPUs with 4 ranks cut an 8-byte all-reduce from
-// 49-66 us to 31-46.
+// share, which makes small collectives of oversubscribed ranks faster
+// (docs/performance.md).
 func SharedProcs(v string, localSize int, allowed []int) int {
 	if !strings.EqualFold(strings.TrimSpace(v), "auto") || len(allowed) == 0 || localSize <= len(allowed) {
 		return 0
@@ -53,8 +53,7 @@ func SharedProcs(v string, localSize int, allowed []int) int {
 // mod k), so that a CPU's ranks take turns on it and no CPU holds more of
 // them than another: left to the kernel, 4 ranks on 2 CPUs spent whole
 // runs with three on one CPU, where a rank alone on the other yields to
-// nobody (an 8-byte all-reduce 16.1-17.6 us unbound, 12.3-13.2 bound so,
-// 2026-11-28). It returns nil when there is nothing to split: ranks that
+// nobody, which slows every small collective. It returns nil when there is nothing to split: ranks that
 // do not divide among the CPUs evenly, or a local rank outside [0,
 // localSize).
 func Block(allowed []int, localRank, localSize int) []int {

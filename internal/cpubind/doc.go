@@ -5,9 +5,8 @@
 // other never share a CPU. Without it the kernel may put both on one CPU
 // for tens of milliseconds (each keeps the other's cache warm, so neither
 // is migrated), and any other busy process turns every wait into a
-// scheduler slice: on a 2-CPU machine with a nice-19 busy loop beside a
-// 2-rank job, an 8-byte all-reduce took 22-30 us unbound and 1.0-1.2 us
-// (a few 2-5 us) bound, against Open MPI's 0.5-0.7 us (bound by mpirun).
+// scheduler slice, making a small collective an order of magnitude
+// slower than bound (docs/performance.md).
 //
 // The setting is GOCOMM_BIND (read by comm.Init; commrun, launch.Spawn
 // and commbench set it to auto for the ranks they start unless the

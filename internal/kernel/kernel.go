@@ -129,9 +129,8 @@ func ReduceAll(dt core.DType, op core.Op, dst []byte, srcs [][]byte) error {
 // Reduce runs in vector registers, dst and out 32-byte aligned), and in
 // one pass over the sources. It is for results too large to stay in the
 // cache that another core reads from out: ReduceAll then CopyShared would
-// write dst with reads for ownership and read it back (a rank's stripe of
-// a 64 MiB all-reduce on the shared-memory stage, 2 ranks: 14.4-15.1 us
-// per 128 KiB against 9.9-11.9, 2026-11-28). It returns after the stores
+// write dst with reads for ownership and read it back, about a third
+// slower on a large shared-memory all-reduce's stripes. It returns after the stores
 // are ordered before any later store. Lengths and ops are checked as by
 // ReduceAll.
 func ReduceAllOut(dt core.DType, op core.Op, dst, out []byte, srcs [][]byte) error {

@@ -3,7 +3,7 @@
 package onebitkernel
 
 // Without vector kernels the Go loops do everything: on every architecture
-// but amd64, outside Linux, and in a gocomm_portable build (issue 18).
+// but amd64, outside Linux, and in a gocomm_portable build.
 
 // useAVX2 is always false here; the tests read it to skip the comparison
 // of vector and Go kernels.

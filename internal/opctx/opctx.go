@@ -36,11 +36,10 @@ import (
 // timeouts, seconds to minutes, so it fires about once per timeout); and
 // the watch on the parent (context.AfterFunc), kept while the next
 // operations' parent has the same Done channel (by a Pool's contexts;
-// an Owned's stops at Put). A 2-rank 8-byte
-// all-reduce over TCP under a cancellable parent, alternating binaries
-// (2026-11-29, docs/results/2026-11-29/opctx-wait.txt): 15.0-15.4 us when
-// every Done reset the timer, read the clock twice and registered a watch
-// that release removed (3 allocations), 12.8-13.2 with this. A context
+// an Owned's stops at Put). Resetting the timer, reading the clock and
+// registering a watch on every Done cost three allocations and a
+// noticeable part of a small TCP all-reduce under a cancellable parent
+// (docs/performance.md). A context
 // something else may watch (AfterFunc registered a function), cancelled,
 // or whose timer ended it, is not reused.
 type Context struct {
@@ -91,8 +90,8 @@ type Pool struct {
 	// last is the context released last, taken and put back without the
 	// lock: the common case, one operation at a time, costs one atomic
 	// operation each way, as close to sync.Pool's per-P slot as a pool
-	// shared by goroutines gets (an 8-byte all-reduce over shared memory
-	// takes ~0.6 us here, and every lock costs it tens of ns).
+	// shared by goroutines gets (a lock is a visible part of a small
+	// shared-memory all-reduce).
 	last   atomic.Pointer[Context]
 	closed atomic.Bool
 	mu     sync.Mutex // protects idle
@@ -165,10 +164,8 @@ func (p *Pool) Close() {
 // Owned is a Context for operations that run one at a time, each taking
 // it with Get and giving it back with Put before the next may start (a
 // communicator's inline collectives, which hold its turn): no atomic
-// operation either way, where a Pool's take two (a 2-rank 8-byte
-// all-reduce over shared memory, binaries alternating, 10 rounds each
-// order: 0.32 -> 0.30 us in a fast phase of the VM, 0.57 -> 0.56 in a
-// slow one; docs/results/2026-11-29/turn-ctx.txt). Its context keeps its channel and timer from
+// operation either way, where a Pool's take two. Its context keeps its
+// channel and timer from
 // one operation to the next, but not its watch on a parent, which Put
 // stops: nothing closes an Owned, and one dropped must leave no parent
 // holding its context (its timer, if set, fires once and lets go).

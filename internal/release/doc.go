@@ -6,9 +6,8 @@
 // On x86-64 that is a plain store. sync/atomic's store is an exchange
 // there, which also waits for the core's pending stores to reach the
 // other cores' caches, and stops the core from running ahead in the
-// meantime: ~10 ns a time inside a 2-rank 8-byte all-reduce over shared
-// memory that takes 0.2-0.6 us (four uncontended atomic adds added to it
-// cost 0.04 us, commbench, binaries alternating, 2026-11-28). Use it
+// meantime, a cost a small shared-memory all-reduce, which stores a few
+// such words, notices (docs/performance.md). Use it
 // where the writer needs no order between the store and its own later
 // loads (a store-load fence), that is, not for the flag of a Dekker-style
 // handshake (a sleeper's "I am going to sleep" against a waker's "I
