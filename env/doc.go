@@ -7,7 +7,10 @@
 //
 // The package only reads variables through a getenv function and parses
 // them: it imports nothing of gocomm, opens no connection and keeps no
-// state, so any package may import it (package comm re-exports its names).
+// state, so any package may import it. This doc is the reference for the
+// launchers' variables; gocomm's own GOCOMM_* knobs are listed, with their
+// defaults and when to change them, in docs/tuning.md in the module's
+// source (their names are the Env* constants here).
 //
 // Which launcher describes the world, first match wins (comm.Options, when
 // set, win over all of them, in comm.Init):

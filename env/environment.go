@@ -53,64 +53,9 @@ func (l Launcher) String() string {
 // Environment is the world the launcher's variables describe, as comm.Init
 // reads it. Read returns it; Init applies comm.Options on top.
 //
-// gocomm's own knobs, all optional, are read by comm.Init, not by Read:
-//
-//	variable              Options field  meaning
-//	GOCOMM_BACKEND        Backend        backend driver: native (default), mpi with -tags mpi
-//	GOCOMM_TIMEOUT        Timeout        bound of every op without a ctx deadline, and of Init:
-//	                                     a Go duration (90s, 30m) or seconds; default 30m
-//	                                     (DEEPSPEED_TIMEOUT, in minutes, when this is unset)
-//	GOCOMM_ALGO_<OP>      Algorithms     force an algorithm for ALLREDUCE, REDUCE, BROADCAST,
-//	                                     ALLGATHER, REDUCESCATTER, GATHER, SCATTER, ALLTOALL,
-//	                                     BARRIER: auto, ring, recursive-doubling (rd),
-//	                                     halving-doubling (hd), tree, pairwise, linear
-//	GOCOMM_SECRET         Secret         shared secret authenticating data connections and,
-//	                                     when rank 0 hosts the store, store connections
-//	GOCOMM_STORE_AUTH     -              1 (default): with a secret, the store rank 0 hosts
-//	                                     requires the handshake; 0: it does not, for jobs
-//	                                     where torch ranks share it (they cannot authenticate).
-//	                                     A store torchrun's agent hosts is never authenticated
-//	GOCOMM_SOCKET_HOST    ListenHost     host/IP data connections bind to and publish
-//	GOCOMM_SOCKET_IFNAME  SocketIfname   interface whose address they use instead: eth0, a
-//	                                     prefix (eth), =exact, ^excluded,list
-//	                                     (GLOO_SOCKET_IFNAME when unset); default: the
-//	                                     address of the route to MASTER_ADDR
-//	GOCOMM_TRANSPORT      Transport      auto (default: shared memory between ranks of one
-//	                                     host, TCP between hosts), tcp, or shm
-//	GOCOMM_HOST_ID        HostID         replaces the detected host identity (host name and
-//	                                     boot id): ranks with equal ids share memory
-//	GOCOMM_SHM_SINGLE_COPY SingleCopyBytes  smallest message copied straight out of the sender's
-//	                                     memory on one host (bytes, or off); default off, or
-//	                                     256 KiB when the host's ranks outnumber its CPUs
-//	GOCOMM_SHM_STORES     SHMStores      how ranks write what peers on their host read next:
-//	                                     cached (plain copies), bypass (stores that bypass
-//	                                     the writer's cache), or auto (default: cached when
-//	                                     the host's CPUs share one last-level cache)
-//	GOCOMM_TCP_CONGESTION TCPCongestion  TCP congestion control of data connections (Linux):
-//	                                     auto (default: reno within a host, the system's
-//	                                     elsewhere), system, or an algorithm (reno, bbr...)
-//	GOCOMM_BIND           -              CPUs the rank's process runs on: none (default),
-//	                                     auto (local rank r of n gets block r of n equal
-//	                                     blocks of the CPUs it may use; when ranks outnumber
-//	                                     CPUs, GOMAXPROCS its share instead), or a list such
-//	                                     as 0-3,8. GOMAXPROCS follows unless set. commrun,
-//	                                     Spawn and commbench set auto unless it is set
-//	GOCOMM_SETTLE         -              how long Init keeps the rank busy once set up, so
-//	                                     that its first operations do not meet the Go
-//	                                     runtime monitor's start-up polling: a duration
-//	                                     (10ms) or 0; default 10ms on the mpi backends;
-//	                                     on native 20ms for a rank alone in its process
-//	                                     with one P that reaches its peers through
-//	                                     shared memory, else 0
-//	GOCOMM_INIT_METHOD    -              meeting place: env:// (default), tcp://host:port
-//	                                     (rank 0 hosts), file:///shared/path (a file store;
-//	                                     use a fresh path per job: the last rank removes it)
-//	GOCOMM_DEBUG          Logger         1/debug, info, warn, error: log to stderr at that
-//	                                     level (when Options.Logger is nil); 0 or empty: off
-//	GOCOMM_PROFILE        Profile        comms-logger configuration: 1, JSON, or a JSON file
-//	                                     (a whole DeepSpeed config's comms_logger block)
-//	GOCOMM_PROFILE_OPS, _VERBOSE, _DEBUG, _LAYOUT, GOCOMM_TRACE_DIR
-//	                      Profile        the profiler's details; see package profile
+// gocomm's own knobs (GOCOMM_*, all optional) are read by comm.Init, not by
+// Read; docs/tuning.md in the module's source lists each with its Options
+// field, default and when to change it.
 type Environment struct {
 	Launcher             Launcher
 	Rank, Size           int

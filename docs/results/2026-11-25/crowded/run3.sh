@@ -1,6 +1,0 @@
-#!/bin/bash
-for round in 1 2 3 4 5 6; do
-  for alg in linear ring tree rd; do
-    /tmp/commbench -n 4 -b 1K -e 128K -f 2 -i 500 -w 100 --algo allreduce=$alg -q 2>&1 | awk -v a=$alg -v r=$round '$1 ~ /^[0-9]+$/ {print r, a, $1, $6}'
-  done
-done
