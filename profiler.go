@@ -325,7 +325,7 @@ func (c *Comm) StragglerReport(ctx context.Context) (*profile.StragglerReport, e
 		return nil, fmt.Errorf("comm: straggler analysis: clock exchange: %w", err)
 	}
 	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(p.log.Records())}
-	all, err := GatherObject(ctx, c, mine, 0)
+	all, err := gatherGob(ctx, c, mine, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("comm: straggler analysis: gathering arrivals: %w", err)
 	}
@@ -356,7 +356,7 @@ func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[in
 			need[r] = true
 		}
 	} else {
-		hosts, err := AllGatherObject(ctx, c, host)
+		hosts, err := gatherGob(ctx, c, host, 0, true)
 		if err != nil {
 			return nil, err
 		}
