@@ -349,14 +349,28 @@ func (f *flightWorld) record(recent int) FlightRecord {
 	return fr
 }
 
-// FlightRecord returns a copy of the flight recorders of c's world (the
-// world and every group made from it on this rank): for each
+// FlightRecorder is the flight recorder's handle on a communicator: every
+// operation of its world (the world and every group made from it on this
+// rank) is noted as it is entered and completed, so that a hang or a
+// desynchronised rank can be diagnosed after the fact, from Snapshot, the
+// debug HTTP endpoint (Options.DebugAddr, GOCOMM_DEBUG_ADDR), a signal
+// (Options.FlightRecorderSignal) or the report of a failed operation. Get
+// it with Comm.FlightRecorder; it is a view of the communicator, not a
+// copy, and costs nothing to get. A nil communicator's answers are those
+// of no world; a non-member's, those of its world.
+type FlightRecorder Comm
+
+// FlightRecorder returns the handle of c's world's flight recorder. It
+// never allocates: the handle is c itself, seen as a *FlightRecorder.
+func (c *Comm) FlightRecorder() *FlightRecorder { return (*FlightRecorder)(c) }
+
+// Snapshot returns a copy of the flight recorders of the world: for each
 // communicator, its last operations (up to 128) and those still pending,
 // the highest sequence number entered, and the payload bytes of completed
 // operations. It is safe to call at any time, from any goroutine; the
-// result belongs to the caller. A non-member communicator returns its
-// world's record.
-func (c *Comm) FlightRecord() FlightRecord {
+// result belongs to the caller.
+func (r *FlightRecorder) Snapshot() FlightRecord {
+	c := (*Comm)(r)
 	var f *flightWorld
 	if c != nil {
 		f = c.root().flight
