@@ -189,10 +189,9 @@ func (ir *inlineRecord) InlineExited(seq uint64, dt backend.DType, op backend.Op
 // already overwritten (more than flightRingSize operations in flight) is
 // forgotten.
 //
-// A success is one release store of the entry's end word, no lock: every
-// lock of a small operation costs it ~20 ns (two uncontended atomic
-// operations, each a full fence), against a 2-rank 8-byte all-reduce of
-// 0.2-0.6 us over shared memory on the VMs of this project.
+// A success is one release store of the entry's end word, no lock: a lock
+// is two uncontended atomic operations, each a full fence, a visible share
+// of a small all-reduce over shared memory (docs/performance.md).
 func (r *flightRecorder) exit(t flightTicket, err error) {
 	// internal/clock may step back by microseconds when it corrects its
 	// rate: never record a departure before the arrival (flightEnd).
