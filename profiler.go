@@ -260,33 +260,33 @@ func (p *Profiler) Reset() {
 //
 // The operations LogSummary runs itself are not recorded, and it adds no
 // barrier: call it when the operations to report on are complete.
-func (pr *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
-	c := pr.comm()
+func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
+	c := p.comm()
 	if err := c.made("LogSummary"); err != nil {
 		return err
 	}
-	p := c.profiler()
+	l := c.profiler()
 	if ctx == nil {
-		if straggler && p != nil && c.be != nil {
+		if straggler && l != nil && c.be != nil {
 			// A collective: the other ranks must not wait for this one.
 			return c.failCollective(backend.KindGather, errNilContext("LogSummary"))
 		}
 		return errNilContext("LogSummary")
 	}
-	if p == nil || c.be == nil {
+	if l == nil || c.be == nil {
 		return nil
 	}
 	if w == nil {
 		w = io.Discard
 	}
 	if c.rank == 0 {
-		layout := p.cfg.Layout
-		if err := profile.WriteSummary(w, profile.Summarize(p.log.Records(), layout), layout); err != nil {
+		layout := l.cfg.Layout
+		if err := profile.WriteSummary(w, profile.Summarize(l.log.Records(), layout), layout); err != nil {
 			return err
 		}
 	}
 	if straggler {
-		rep, err := pr.StragglerReport(ctx)
+		rep, err := p.StragglerReport(ctx)
 		if err != nil {
 			return err
 		}
@@ -296,8 +296,8 @@ func (pr *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool)
 			}
 		}
 	}
-	if p.cfg.TraceDir != "" {
-		if _, err := pr.WriteTraceFile(p.cfg.TraceDir); err != nil {
+	if l.cfg.TraceDir != "" {
+		if _, err := p.WriteTraceFile(l.cfg.TraceDir); err != nil {
 			return fmt.Errorf("comm: LogSummary: writing the trace: %w", err)
 		}
 	}
@@ -318,19 +318,19 @@ const clockRounds = 8
 // differs from rank 0's (or all, with ClockSyncAlways) first exchange
 // clock readings with it, and their arrivals are corrected by the
 // estimated offset. It returns nil, nil when the logger is off.
-func (pr *Profiler) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
-	c := pr.comm()
+func (p *Profiler) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
+	c := p.comm()
 	if err := c.made("StragglerReport"); err != nil {
 		return nil, err
 	}
-	p := c.profiler()
+	l := c.profiler()
 	if ctx == nil {
-		if p != nil && c.be != nil {
+		if l != nil && c.be != nil {
 			return nil, c.failCollective(backend.KindGather, errNilContext("StragglerReport"))
 		}
 		return nil, errNilContext("StragglerReport")
 	}
-	if p == nil {
+	if l == nil {
 		return nil, nil
 	}
 	if c.be == nil {
@@ -338,11 +338,11 @@ func (pr *Profiler) StragglerReport(ctx context.Context) (*profile.StragglerRepo
 	}
 	ctx = WithProfiling(ctx, false)
 	host, _ := os.Hostname()
-	offsets, err := c.syncClocks(ctx, p, host)
+	offsets, err := c.syncClocks(ctx, l, host)
 	if err != nil {
 		return nil, fmt.Errorf("comm: straggler analysis: clock exchange: %w", err)
 	}
-	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(p.log.Records())}
+	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(l.log.Records())}
 	all, err := gatherGob(ctx, c, mine, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("comm: straggler analysis: gathering arrivals: %w", err)
@@ -429,8 +429,8 @@ func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[in
 // WriteJSON writes this rank's records and their summary as JSON
 // (profile.Report). With the logger off it writes a report with no
 // records.
-func (pr *Profiler) WriteJSON(w io.Writer) error {
-	c := pr.comm()
+func (p *Profiler) WriteJSON(w io.Writer) error {
+	c := p.comm()
 	if err := c.made("WriteJSON"); err != nil {
 		return err
 	}
@@ -438,35 +438,35 @@ func (pr *Profiler) WriteJSON(w io.Writer) error {
 		return fmt.Errorf("%w: WriteJSON: nil io.Writer", ErrInvalid)
 	}
 	layout := profile.LayoutGBs
-	if p := c.profiler(); p != nil {
-		layout = p.cfg.Layout
+	if l := c.profiler(); l != nil {
+		layout = l.cfg.Layout
 	}
-	return profile.WriteJSON(w, profile.NewReport(c.rank, c.worldRank(), pr.Records(), layout))
+	return profile.WriteJSON(w, profile.NewReport(c.rank, c.worldRank(), p.Records(), layout))
 }
 
 // WriteTrace writes this rank's records as a Chrome/Perfetto trace
 // (profile.WriteTrace), its times corrected by the clock offset the last
 // straggler analysis estimated, if any.
-func (pr *Profiler) WriteTrace(w io.Writer) error {
-	c := pr.comm()
+func (p *Profiler) WriteTrace(w io.Writer) error {
+	c := p.comm()
 	if err := c.made("WriteTrace"); err != nil {
 		return err
 	}
 	if w == nil {
 		return fmt.Errorf("%w: WriteTrace: nil io.Writer", ErrInvalid)
 	}
-	return profile.WriteTrace(w, c.worldRank(), pr.Records(), c.clockOffset())
+	return profile.WriteTrace(w, c.worldRank(), p.Records(), c.clockOffset())
 }
 
 // WriteTraceFile writes this rank's trace to dir (created if needed) as
 // profile.TraceFileName(world rank) and returns its path. Merge the ranks'
 // files with profile.MergeTraceDir or the commtrace command.
-func (pr *Profiler) WriteTraceFile(dir string) (string, error) {
-	c := pr.comm()
+func (p *Profiler) WriteTraceFile(dir string) (string, error) {
+	c := p.comm()
 	if err := c.made("WriteTraceFile"); err != nil {
 		return "", err
 	}
-	path, err := profile.WriteTraceFile(dir, c.worldRank(), pr.Records(), c.clockOffset())
+	path, err := profile.WriteTraceFile(dir, c.worldRank(), p.Records(), c.clockOffset())
 	if err != nil {
 		return "", fmt.Errorf("comm: WriteTraceFile: %w", err)
 	}
