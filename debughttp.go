@@ -125,8 +125,9 @@ func (f *flightWorld) dumpTo(to string, stderr io.Writer) error {
 }
 
 // DebugAddr is the address the world's debug HTTP endpoint listens on, or
-// nil when it has none (GOCOMM_DEBUG_ADDR unset).
-func (c *Comm) DebugAddr() net.Addr {
+// nil when it has none (Options.DebugAddr and GOCOMM_DEBUG_ADDR unset).
+func (r *FlightRecorder) DebugAddr() net.Addr {
+	c := (*Comm)(r)
 	if c == nil {
 		return nil
 	}
@@ -202,7 +203,7 @@ func (c *Comm) startDebug(addr, signalTo string) error {
 		if err := c.flight.startHTTP(addr, c.local.rank); err != nil {
 			return err
 		}
-		c.log.Info("comm: flight recorder served over HTTP", "addr", c.DebugAddr().String())
+		c.log.Info("comm: flight recorder served over HTTP", "addr", c.FlightRecorder().DebugAddr().String())
 	}
 	if signalTo != "" {
 		if err := c.flight.startSignal(signalTo, os.Stderr); err != nil {

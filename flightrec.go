@@ -189,10 +189,9 @@ func (ir *inlineRecord) InlineExited(seq uint64, dt backend.DType, op backend.Op
 // already overwritten (more than flightRingSize operations in flight) is
 // forgotten.
 //
-// A success is one release store of the entry's end word, no lock: every
-// lock of a small operation costs it ~20 ns (two uncontended atomic
-// operations, each a full fence), against a 2-rank 8-byte all-reduce of
-// 0.2-0.6 us over shared memory on the VMs of this project.
+// A success is one release store of the entry's end word, no lock: a lock
+// is two uncontended atomic operations, each a full fence, a visible share
+// of a small all-reduce over shared memory (docs/performance.md).
 func (r *flightRecorder) exit(t flightTicket, err error) {
 	// internal/clock may step back by microseconds when it corrects its
 	// rate: never record a departure before the arrival (flightEnd).
@@ -349,14 +348,28 @@ func (f *flightWorld) record(recent int) FlightRecord {
 	return fr
 }
 
-// FlightRecord returns a copy of the flight recorders of c's world (the
-// world and every group made from it on this rank): for each
+// FlightRecorder is the flight recorder's handle on a communicator: every
+// operation of its world (the world and every group made from it on this
+// rank) is noted as it is entered and completed, so that a hang or a
+// desynchronised rank can be diagnosed after the fact, from Snapshot, the
+// debug HTTP endpoint (Options.DebugAddr, GOCOMM_DEBUG_ADDR), a signal
+// (Options.FlightRecorderSignal) or the report of a failed operation. Get
+// it with Comm.FlightRecorder; it is a view of the communicator, not a
+// copy, and costs nothing to get. A nil communicator's answers are those
+// of no world; a non-member's, those of its world.
+type FlightRecorder Comm
+
+// FlightRecorder returns the handle of c's world's flight recorder. It
+// never allocates: the handle is c itself, seen as a *FlightRecorder.
+func (c *Comm) FlightRecorder() *FlightRecorder { return (*FlightRecorder)(c) }
+
+// Snapshot returns a copy of the flight recorders of the world: for each
 // communicator, its last operations (up to 128) and those still pending,
 // the highest sequence number entered, and the payload bytes of completed
 // operations. It is safe to call at any time, from any goroutine; the
-// result belongs to the caller. A non-member communicator returns its
-// world's record.
-func (c *Comm) FlightRecord() FlightRecord {
+// result belongs to the caller.
+func (r *FlightRecorder) Snapshot() FlightRecord {
+	c := (*Comm)(r)
 	var f *flightWorld
 	if c != nil {
 		f = c.root().flight

@@ -34,7 +34,7 @@ func TestFlightRecord(t *testing.T) {
 		}
 		return comm.Barrier(ctx, g)
 	}))
-	rec := w[0].FlightRecord()
+	rec := w[0].FlightRecorder().Snapshot()
 	if rec.Rank != 0 || rec.Size != 2 || len(rec.Comms) != 1 {
 		t.Fatalf("rank 0's record: %+v", rec)
 	}
@@ -58,24 +58,24 @@ func TestFlightRecord(t *testing.T) {
 	if world.BytesSent < 32 || !slices.Equal(world.Ranks, []int{0, 1}) {
 		t.Errorf("bytes sent %d, ranks %v", world.BytesSent, world.Ranks)
 	}
-	if rec1 := w[1].FlightRecord(); len(rec1.Comms) != 2 || !slices.Equal(rec1.Comms[1].Ranks, []int{1}) || rec1.Comms[1].Recent[0].Op != "barrier" {
+	if rec1 := w[1].FlightRecorder().Snapshot(); len(rec1.Comms) != 2 || !slices.Equal(rec1.Comms[1].Ranks, []int{1}) || rec1.Comms[1].Recent[0].Op != "barrier" {
 		t.Errorf("rank 1's record: %+v", rec1)
 	}
 
 	// Rank 0 alone starts an all-reduce: it stays pending until closed.
 	work := comm.StartAllReduce(ctx, w[0], make([]int32, 2), make([]int32, 2), comm.Max)
 	deadline := time.Now().Add(10 * time.Second)
-	for len(w[0].FlightRecord().Comms[0].Pending) == 0 && time.Now().Before(deadline) {
+	for len(w[0].FlightRecorder().Snapshot().Comms[0].Pending) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if p := w[0].FlightRecord().Comms[0].Pending; len(p) != 1 || p[0].Seq != 4 || p[0].State != "pending" {
+	if p := w[0].FlightRecorder().Snapshot().Comms[0].Pending; len(p) != 1 || p[0].Seq != 4 || p[0].State != "pending" {
 		t.Errorf("pending %+v", p)
 	}
 	w[0].Close()
 	if err := work.Wait(); err == nil {
 		t.Fatal("a closed rank's pending all-reduce succeeded")
 	}
-	if st := w[0].FlightRecord().Comms[0].Recent[3]; st.State != "failed" || st.Error == "" {
+	if st := w[0].FlightRecorder().Snapshot().Comms[0].Recent[3]; st.State != "failed" || st.Error == "" {
 		t.Errorf("after close: %+v", st)
 	}
 }
@@ -134,7 +134,7 @@ func TestFlightRecorderHTTP(t *testing.T) {
 		return comm.AllReduce(ctx, c, []int64{1, 2}, make([]int64, 2), comm.Sum)
 	}))
 	for r, c := range w {
-		addr := c.DebugAddr()
+		addr := c.FlightRecorder().DebugAddr()
 		if addr == nil {
 			t.Fatalf("rank %d: no debug address", r)
 		}

@@ -49,7 +49,7 @@ func TestAllReduceInline(t *testing.T) {
 	}
 	wg.Wait()
 	for r, c := range world {
-		fr := c.FlightRecord()
+		fr := c.FlightRecorder().Snapshot()
 		if len(fr.Comms) != 1 {
 			t.Fatalf("rank %d: %d communicators in the flight record", r, len(fr.Comms))
 		}
@@ -92,7 +92,7 @@ func TestAllReduceInlineFlightRecord(t *testing.T) {
 	world := factories()[2].make(t, 2, backend.Algorithms{}) // shm
 	ctx := context.Background()
 	lastAllReduce := func(c *comm.Comm) (comm.FlightOp, int) {
-		fc := c.FlightRecord().Comms[0]
+		fc := c.FlightRecorder().Snapshot().Comms[0]
 		var last comm.FlightOp
 		for _, op := range fc.Recent {
 			if op.Op == "all_reduce" && op.Seq > last.Seq {

@@ -21,14 +21,15 @@ var layers = []struct {
 }{
 	{"vocabulary", []string{"core"}},
 	{"pure parts", []string{"algo", "internal/kernel", "internal/onebitkernel", "rendezvous", "profile", "env",
-		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release"}},
+		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release",
+		"internal/commhook", "internal/gobwire"}},
 	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
 	{"byte movement", []string{"internal/transport"}},
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
-	{"on the API", []string{"conformance", "launch", "onebit", "internal/faults"}},
-	{"on those", []string{"optim", "internal/bench"}},
+	{"on the API", []string{"launch", "onebit", "object"}},
+	{"on those", []string{"optim", "internal/bench", "conformance", "internal/faults"}},
 	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},
 }
 

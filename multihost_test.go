@@ -48,7 +48,7 @@ func childSuite(ctx context.Context) error {
 		}
 	}
 	used := map[string]bool{}
-	for _, r := range c.ProfileRecords() {
+	for _, r := range c.Profiler().Records() {
 		if r.Algorithm == "hierarchical" {
 			used[r.Op] = true
 		}

@@ -210,66 +210,83 @@ func (c *Comm) profiler() *profiler {
 	return c.prof
 }
 
-// Profiling reports whether the comms logger is on for c (Options.Profile,
-// GOCOMM_PROFILE).
-func (c *Comm) Profiling() bool { return c.profiler() != nil }
+// Profiler is the comms logger's handle on a communicator (DeepSpeed's
+// comms logger): Options.Profile or GOCOMM_PROFILE switch the logger on,
+// every operation is then timed as it runs, and these methods read, reset
+// and report what was recorded on this rank (of the communicator's world
+// and all its groups). Get it with Comm.Profiler; it is a view of the
+// communicator, not a copy, and costs nothing to get. A nil or non-member
+// communicator's Profiler answers as the communicator would (no records,
+// ErrInvalid or nothing to report).
+type Profiler Comm
 
-// ProfileRecords returns this rank's records, of c's world and all its
-// groups, in the order the operations completed; nil when the logger is
-// off.
-func (c *Comm) ProfileRecords() []profile.Record {
-	if p := c.profiler(); p != nil {
-		return p.log.Records()
+// Profiler returns the handle of c's comms logger. It never allocates: the
+// handle is c itself, seen as a *Profiler.
+func (c *Comm) Profiler() *Profiler { return (*Profiler)(c) }
+
+func (p *Profiler) comm() *Comm { return (*Comm)(p) }
+
+// Enabled reports whether the comms logger is on (Options.Profile,
+// GOCOMM_PROFILE).
+func (p *Profiler) Enabled() bool { return p.comm().profiler() != nil }
+
+// Records returns this rank's records, of the world and all its groups, in
+// the order the operations completed; nil when the logger is off.
+func (p *Profiler) Records() []profile.Record {
+	if l := p.comm().profiler(); l != nil {
+		return l.log.Records()
 	}
 	return nil
 }
 
-// ResetLog drops this rank's records (of c's world and all its groups), as
+// Reset drops this rank's records (of the world and all its groups), as
 // DeepSpeed's reset_log does. Operations still running are recorded when
 // they complete.
-func (c *Comm) ResetLog() {
-	if p := c.profiler(); p != nil {
-		p.log.Reset()
+func (p *Profiler) Reset() {
+	if l := p.comm().profiler(); l != nil {
+		l.log.Reset()
 	}
 }
 
-// LogSummary writes, on rank 0 of c, the summary table of this rank's
-// records (profile.WriteSummary; DeepSpeed's log_summary) to w; other ranks
-// write nothing, and a nil w prints nothing. With straggler, it is a
-// collective (every rank of c must call it) that adds the straggler
-// analysis (StragglerReport) naming the rank that arrived last. When
+// LogSummary writes, on rank 0 of the communicator, the summary table of
+// this rank's records (profile.WriteSummary; DeepSpeed's log_summary) to
+// w; other ranks write nothing, and a nil w prints nothing. With
+// straggler, it is a collective (every rank of the communicator must call
+// it) that adds the straggler analysis (StragglerReport) naming the rank
+// that arrived last. When
 // Config.TraceDir is set every rank also writes its trace there
 // (WriteTraceFile). With the logger off it does nothing; every rank must
 // have it on or off alike.
 //
 // The operations LogSummary runs itself are not recorded, and it adds no
 // barrier: call it when the operations to report on are complete.
-func (c *Comm) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
+func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
+	c := p.comm()
 	if err := c.made("LogSummary"); err != nil {
 		return err
 	}
-	p := c.profiler()
+	l := c.profiler()
 	if ctx == nil {
-		if straggler && p != nil && c.be != nil {
+		if straggler && l != nil && c.be != nil {
 			// A collective: the other ranks must not wait for this one.
 			return c.failCollective(backend.KindGather, errNilContext("LogSummary"))
 		}
 		return errNilContext("LogSummary")
 	}
-	if p == nil || c.be == nil {
+	if l == nil || c.be == nil {
 		return nil
 	}
 	if w == nil {
 		w = io.Discard
 	}
 	if c.rank == 0 {
-		layout := p.cfg.Layout
-		if err := profile.WriteSummary(w, profile.Summarize(p.log.Records(), layout), layout); err != nil {
+		layout := l.cfg.Layout
+		if err := profile.WriteSummary(w, profile.Summarize(l.log.Records(), layout), layout); err != nil {
 			return err
 		}
 	}
 	if straggler {
-		rep, err := c.StragglerReport(ctx)
+		rep, err := p.StragglerReport(ctx)
 		if err != nil {
 			return err
 		}
@@ -279,8 +296,8 @@ func (c *Comm) LogSummary(ctx context.Context, w io.Writer, straggler bool) erro
 			}
 		}
 	}
-	if p.cfg.TraceDir != "" {
-		if _, err := c.WriteTraceFile(p.cfg.TraceDir); err != nil {
+	if l.cfg.TraceDir != "" {
+		if _, err := p.WriteTraceFile(l.cfg.TraceDir); err != nil {
 			return fmt.Errorf("comm: LogSummary: writing the trace: %w", err)
 		}
 	}
@@ -294,25 +311,26 @@ const clockSyncTag = 0x7c10c5
 // clockRounds is how many round trips the clock exchange makes per rank.
 const clockRounds = 8
 
-// StragglerReport is a collective over c: every rank sends rank 0 of c when
-// it entered each collective it recorded (matched across ranks by
-// communicator and sequence number), and rank 0 returns the analysis
+// StragglerReport is a collective over the communicator: every rank sends
+// its rank 0 when it entered each collective it recorded (matched across
+// ranks by communicator and sequence number), and rank 0 returns the analysis
 // (profile.AnalyzeArrivals); the other ranks return nil. Ranks whose host
 // differs from rank 0's (or all, with ClockSyncAlways) first exchange
 // clock readings with it, and their arrivals are corrected by the
 // estimated offset. It returns nil, nil when the logger is off.
-func (c *Comm) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
+func (p *Profiler) StragglerReport(ctx context.Context) (*profile.StragglerReport, error) {
+	c := p.comm()
 	if err := c.made("StragglerReport"); err != nil {
 		return nil, err
 	}
-	p := c.profiler()
+	l := c.profiler()
 	if ctx == nil {
-		if p != nil && c.be != nil {
+		if l != nil && c.be != nil {
 			return nil, c.failCollective(backend.KindGather, errNilContext("StragglerReport"))
 		}
 		return nil, errNilContext("StragglerReport")
 	}
-	if p == nil {
+	if l == nil {
 		return nil, nil
 	}
 	if c.be == nil {
@@ -320,12 +338,12 @@ func (c *Comm) StragglerReport(ctx context.Context) (*profile.StragglerReport, e
 	}
 	ctx = WithProfiling(ctx, false)
 	host, _ := os.Hostname()
-	offsets, err := c.syncClocks(ctx, p, host)
+	offsets, err := c.syncClocks(ctx, l, host)
 	if err != nil {
 		return nil, fmt.Errorf("comm: straggler analysis: clock exchange: %w", err)
 	}
-	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(p.log.Records())}
-	all, err := GatherObject(ctx, c, mine, 0)
+	mine := profile.RankArrivals{Rank: c.global[c.rank], Host: host, Arrivals: profile.ArrivalsOf(l.log.Records())}
+	all, err := gatherGob(ctx, c, mine, 0, false)
 	if err != nil {
 		return nil, fmt.Errorf("comm: straggler analysis: gathering arrivals: %w", err)
 	}
@@ -356,7 +374,7 @@ func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[in
 			need[r] = true
 		}
 	} else {
-		hosts, err := AllGatherObject(ctx, c, host)
+		hosts, err := gatherGob(ctx, c, host, 0, true)
 		if err != nil {
 			return nil, err
 		}
@@ -408,44 +426,47 @@ func (c *Comm) syncClocks(ctx context.Context, p *profiler, host string) (map[in
 	return offsets, nil
 }
 
-// WriteProfileJSON writes this rank's records and their summary as JSON
+// WriteJSON writes this rank's records and their summary as JSON
 // (profile.Report). With the logger off it writes a report with no
 // records.
-func (c *Comm) WriteProfileJSON(w io.Writer) error {
-	if err := c.made("WriteProfileJSON"); err != nil {
+func (p *Profiler) WriteJSON(w io.Writer) error {
+	c := p.comm()
+	if err := c.made("WriteJSON"); err != nil {
 		return err
 	}
 	if w == nil {
-		return fmt.Errorf("%w: WriteProfileJSON: nil io.Writer", ErrInvalid)
+		return fmt.Errorf("%w: WriteJSON: nil io.Writer", ErrInvalid)
 	}
 	layout := profile.LayoutGBs
-	if p := c.profiler(); p != nil {
-		layout = p.cfg.Layout
+	if l := c.profiler(); l != nil {
+		layout = l.cfg.Layout
 	}
-	return profile.WriteJSON(w, profile.NewReport(c.rank, c.worldRank(), c.ProfileRecords(), layout))
+	return profile.WriteJSON(w, profile.NewReport(c.rank, c.worldRank(), p.Records(), layout))
 }
 
 // WriteTrace writes this rank's records as a Chrome/Perfetto trace
 // (profile.WriteTrace), its times corrected by the clock offset the last
 // straggler analysis estimated, if any.
-func (c *Comm) WriteTrace(w io.Writer) error {
+func (p *Profiler) WriteTrace(w io.Writer) error {
+	c := p.comm()
 	if err := c.made("WriteTrace"); err != nil {
 		return err
 	}
 	if w == nil {
 		return fmt.Errorf("%w: WriteTrace: nil io.Writer", ErrInvalid)
 	}
-	return profile.WriteTrace(w, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+	return profile.WriteTrace(w, c.worldRank(), p.Records(), c.clockOffset())
 }
 
 // WriteTraceFile writes this rank's trace to dir (created if needed) as
 // profile.TraceFileName(world rank) and returns its path. Merge the ranks'
 // files with profile.MergeTraceDir or the commtrace command.
-func (c *Comm) WriteTraceFile(dir string) (string, error) {
+func (p *Profiler) WriteTraceFile(dir string) (string, error) {
+	c := p.comm()
 	if err := c.made("WriteTraceFile"); err != nil {
 		return "", err
 	}
-	path, err := profile.WriteTraceFile(dir, c.worldRank(), c.ProfileRecords(), c.clockOffset())
+	path, err := profile.WriteTraceFile(dir, c.worldRank(), p.Records(), c.clockOffset())
 	if err != nil {
 		return "", fmt.Errorf("comm: WriteTraceFile: %w", err)
 	}

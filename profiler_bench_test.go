@@ -59,7 +59,7 @@ func benchTinyAllReduce(b *testing.B, world []*comm.Comm) {
 						return
 					}
 					if i%(1<<14) == 0 {
-						c.ResetLog() // bound the records' memory; a no-op when off
+						c.Profiler().Reset() // bound the records' memory; a no-op when off
 					}
 				}
 			}()

@@ -14,8 +14,8 @@ import (
 
 // Profile a training step's gradient all-reduce under its own log name,
 // then print what was recorded. At the end of a real run every rank would
-// call c.LogSummary(ctx, os.Stdout, true) for the table and the straggler
-// analysis.
+// call c.Profiler().LogSummary(ctx, os.Stdout, true) for the table and the
+// straggler analysis.
 func ExampleWithLogName() {
 	world, err := comm.NewLocalWorld(2, comm.Options{Profile: &profile.Config{Enabled: true}})
 	if err != nil {
@@ -40,7 +40,7 @@ func ExampleWithLogName() {
 		}()
 	}
 	wg.Wait()
-	for _, r := range world[0].ProfileRecords() {
+	for _, r := range world[0].Profiler().Records() {
 		fmt.Printf("%s: %s of %s over %d ranks\n", r.Name, r.Op, profile.ConvertSize(r.Bytes), r.CommSize)
 	}
 	// Output: grad_allreduce: all_reduce of 16.0 B over 2 ranks

@@ -95,7 +95,7 @@ func TestProfileRecordsEveryOp(t *testing.T) {
 		profile.OpRecv:          {5, 5, -1},
 	}
 	for r, c := range world {
-		recs := c.ProfileRecords()
+		recs := c.Profiler().Records()
 		if len(recs) != len(want) {
 			t.Errorf("rank %d: %d records, want %d", r, len(recs), len(want))
 		}
@@ -162,7 +162,7 @@ func TestProfileSelectionLogNamesAndDebug(t *testing.T) {
 	})
 	for r, c := range world {
 		var got []string
-		for _, rec := range c.ProfileRecords() {
+		for _, rec := range c.Profiler().Records() {
 			got = append(got, rec.Name)
 		}
 		const caller = " | [Caller Func: comm_test.TestProfileSelectionLogNamesAndDebug."
@@ -186,7 +186,7 @@ func TestProfileAsyncTimedToCompletion(t *testing.T) {
 		time.Sleep(waitAfter) // the op completes long before anyone waits
 		return w.Wait()
 	})
-	recs := world[0].ProfileRecords()
+	recs := world[0].Profiler().Records()
 	if len(recs) != 1 || recs[0].Name != "async" {
 		t.Fatalf("records %+v", recs)
 	}
@@ -210,15 +210,15 @@ func TestLogSummaryNamesTheStraggler(t *testing.T) {
 		}
 		return nil
 	})
-	before := len(world[0].ProfileRecords())
+	before := len(world[0].Profiler().Records())
 	outs := make([]bytes.Buffer, n)
 	reports := make([]*profile.StragglerReport, n)
 	onEveryRank(t, world, func(ctx context.Context, c *comm.Comm) error {
-		if err := c.LogSummary(ctx, &outs[c.Rank()], true); err != nil {
+		if err := c.Profiler().LogSummary(ctx, &outs[c.Rank()], true); err != nil {
 			return err
 		}
 		var err error
-		reports[c.Rank()], err = c.StragglerReport(ctx)
+		reports[c.Rank()], err = c.Profiler().StragglerReport(ctx)
 		return err
 	})
 	out := outs[0].String()
@@ -236,7 +236,7 @@ func TestLogSummaryNamesTheStraggler(t *testing.T) {
 	if outs[1].Len() != 0 || outs[2].Len() != 0 {
 		t.Errorf("ranks 1 and 2 printed %q and %q, want nothing", outs[1].String(), outs[2].String())
 	}
-	if after := len(world[0].ProfileRecords()); after != before {
+	if after := len(world[0].Profiler().Records()); after != before {
 		t.Errorf("LogSummary's own operations were recorded: %d records, then %d", before, after)
 	}
 	rep := reports[0]
@@ -289,10 +289,10 @@ func TestProfileJSONAndTraceHoldEveryOp(t *testing.T) {
 	dir := t.TempDir()
 	total := 0
 	for r, c := range world {
-		recs := c.ProfileRecords()
+		recs := c.Profiler().Records()
 		total += len(recs)
 		var b bytes.Buffer
-		if err := c.WriteProfileJSON(&b); err != nil {
+		if err := c.Profiler().WriteJSON(&b); err != nil {
 			t.Fatal(err)
 		}
 		var rep profile.Report
@@ -319,7 +319,7 @@ func TestProfileJSONAndTraceHoldEveryOp(t *testing.T) {
 		if wantGroup := map[bool]int{true: 1, false: 0}[r != 1]; group != wantGroup {
 			t.Errorf("rank %d: %d group records, want %d", r, group, wantGroup)
 		}
-		if _, err := c.WriteTraceFile(dir); err != nil {
+		if _, err := c.Profiler().WriteTraceFile(dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -379,21 +379,21 @@ func TestProfileVerboseAndReset(t *testing.T) {
 		t.Errorf("verbose output %q, want one line from rank 0", out.String())
 	}
 	var b bytes.Buffer
-	if err := world[0].LogSummary(context.Background(), &b, false); err != nil {
+	if err := world[0].Profiler().LogSummary(context.Background(), &b, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "tput_avg (Gbps)") {
 		t.Errorf("DeepSpeed layout summary:\n%s", b.String())
 	}
-	if err := world[0].LogSummary(context.Background(), nil, false); err != nil {
+	if err := world[0].Profiler().LogSummary(context.Background(), nil, false); err != nil {
 		t.Errorf("LogSummary to a nil writer: %v", err)
 	}
-	world[0].ResetLog()
-	if n := len(world[0].ProfileRecords()); n != 0 {
-		t.Errorf("%d records after ResetLog", n)
+	world[0].Profiler().Reset()
+	if n := len(world[0].Profiler().Records()); n != 0 {
+		t.Errorf("%d records after Reset", n)
 	}
-	if n := len(world[1].ProfileRecords()); n != 1 {
-		t.Errorf("ResetLog on rank 0 changed rank 1's records: %d", n)
+	if n := len(world[1].Profiler().Records()); n != 1 {
+		t.Errorf("Reset on rank 0 changed rank 1's records: %d", n)
 	}
 }
 
@@ -409,21 +409,21 @@ func TestProfileOff(t *testing.T) {
 		if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
 			return err
 		}
-		return c.LogSummary(ctx, &outs[c.Rank()], true)
+		return c.Profiler().LogSummary(ctx, &outs[c.Rank()], true)
 	})
-	if world[0].Profiling() || world[0].ProfileRecords() != nil || outs[0].Len() != 0 {
-		t.Errorf("logger off: Profiling %v, records %v, summary %q", world[0].Profiling(), world[0].ProfileRecords(), outs[0].String())
+	if world[0].Profiler().Enabled() || world[0].Profiler().Records() != nil || outs[0].Len() != 0 {
+		t.Errorf("logger off: Profiling %v, records %v, summary %q", world[0].Profiler().Enabled(), world[0].Profiler().Records(), outs[0].String())
 	}
 	var b bytes.Buffer
-	if err := world[0].WriteProfileJSON(&b); err != nil || !strings.Contains(b.String(), `"records": []`) {
+	if err := world[0].Profiler().WriteJSON(&b); err != nil || !strings.Contains(b.String(), `"records": []`) {
 		t.Errorf("JSON with the logger off: %s, %v", b.String(), err)
 	}
 	if _, err := comm.NewLocalWorld(2, comm.Options{Profile: &profile.Config{Enabled: true, Layout: 9}}); !errors.Is(err, comm.ErrInvalid) {
 		t.Errorf("NewLocalWorld with a bad Profile = %v, want ErrInvalid", err)
 	}
 	off, err := comm.NewLocalWorld(1, comm.Options{Profile: &profile.Config{Enabled: false, Verbose: true}})
-	if err != nil || off[0].Profiling() {
-		t.Errorf("Enabled: false must be off: %v, %v", off[0].Profiling(), err)
+	if err != nil || off[0].Profiler().Enabled() {
+		t.Errorf("Enabled: false must be off: %v, %v", off[0].Profiler().Enabled(), err)
 	}
 	closeAll(off)
 }
@@ -453,12 +453,12 @@ func TestProfileFromEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := c.LogSummary(ctx, &b, true); err != nil {
+	if err := c.Profiler().LogSummary(ctx, &b, true); err != nil {
 		t.Fatal(err)
 	}
-	if !c.Profiling() || len(c.ProfileRecords()) != 1 || !strings.Contains(b.String(), "all_reduce") ||
+	if !c.Profiler().Enabled() || len(c.Profiler().Records()) != 1 || !strings.Contains(b.String(), "all_reduce") ||
 		strings.Contains(b.String(), "broadcast") || !strings.Contains(b.String(), "tput_avg (Gbps)") {
-		t.Errorf("from GOCOMM_PROFILE=%s: records %+v, summary:\n%s", cfgFile, c.ProfileRecords(), b.String())
+		t.Errorf("from GOCOMM_PROFILE=%s: records %+v, summary:\n%s", cfgFile, c.Profiler().Records(), b.String())
 	}
 	if _, err := os.Stat(filepath.Join(traceDir, profile.TraceFileName(0))); err != nil {
 		t.Errorf("GOCOMM_TRACE_DIR: %v", err)
@@ -487,7 +487,7 @@ func TestProfileOverTCP(t *testing.T) {
 				return err
 			}
 		}
-		return c.LogSummary(ctx, &outs[c.Rank()], true)
+		return c.Profiler().LogSummary(ctx, &outs[c.Rank()], true)
 	})
 	if out := outs[0].String(); !strings.Contains(out, "                    4.0 KB              3 ") ||
 		!strings.Contains(out, "straggler: rank 0 came last in 3 of 3") {

@@ -143,12 +143,12 @@ func TestRecvUpToProfiled(t *testing.T) {
 		_, _, err := comm.RecvUpTo(ctx, c, make([]float32, 100), 0, 0)
 		return err
 	})
-	for _, rec := range world[1].ProfileRecords() {
+	for _, rec := range world[1].Profiler().Records() {
 		if rec.Op == profile.OpRecv && (rec.Bytes != 12 || rec.TotalBytes != 12 || rec.Peer != 0) {
 			t.Errorf("Recv record: %d bytes (total %d) from %d, want 12 from 0", rec.Bytes, rec.TotalBytes, rec.Peer)
 		}
 	}
-	if len(world[1].ProfileRecords()) != 1 {
-		t.Errorf("rank 1: %d records, want 1", len(world[1].ProfileRecords()))
+	if len(world[1].Profiler().Records()) != 1 {
+		t.Errorf("rank 1: %d records, want 1", len(world[1].Profiler().Records()))
 	}
 }

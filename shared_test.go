@@ -35,7 +35,7 @@ func TestAllocSharedAllReduce(t *testing.T) {
 			a[i] = float32(c.Rank()*1000 + i%977)
 		}
 		want := func(i int) float32 { return float32((0+1+2)*1000 + 3*(i%977)) }
-		c.ResetLog()
+		c.Profiler().Reset()
 		if err := comm.AllReduce(ctx, c, a, b, comm.Sum); err != nil {
 			return err
 		}
@@ -55,7 +55,7 @@ func TestAllocSharedAllReduce(t *testing.T) {
 			}
 		}
 		var algs []string
-		for _, r := range c.ProfileRecords() {
+		for _, r := range c.Profiler().Records() {
 			if r.Op == "all_reduce" {
 				algs = append(algs, r.Algorithm)
 			}

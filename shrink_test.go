@@ -46,9 +46,9 @@ func TestShrink(t *testing.T) {
 		if !slices.Equal(got, []int64{0 + 1 + 3, 3}) {
 			t.Errorf("survivor %d: all-reduce on the shrunk world = %v, want [4 3]", i, got)
 		}
-		if c.DebugAddr() != nil || nc.DebugAddr() == nil {
-			t.Errorf("survivor %d: the debug endpoint did not move to the shrunk world (old %v, new %v)", i, c.DebugAddr(), nc.DebugAddr())
-		} else if rec := getFlightRecord(t, nc.DebugAddr().String()); rec.Rank != i || rec.Size != 3 {
+		if c.FlightRecorder().DebugAddr() != nil || nc.FlightRecorder().DebugAddr() == nil {
+			t.Errorf("survivor %d: the debug endpoint did not move to the shrunk world (old %v, new %v)", i, c.FlightRecorder().DebugAddr(), nc.FlightRecorder().DebugAddr())
+		} else if rec := getFlightRecord(t, nc.FlightRecorder().DebugAddr().String()); rec.Rank != i || rec.Size != 3 {
 			t.Errorf("survivor %d: the endpoint serves rank %d of %d", i, rec.Rank, rec.Size)
 		}
 		return comm.Barrier(ctx, nc)

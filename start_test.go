@@ -20,8 +20,8 @@ import (
 // TestEveryCollectiveHasStartForm reads the package's source: every
 // exported function whose first parameters are (ctx context.Context, c
 // *Comm) and that does not itself return a handle must have a Start form
-// of the same name returning *Work or *ObjectWork[...]. This is what the
-// README promises.
+// of the same name returning *Work. This is what the README promises
+// (package object checks its own collectives the same way).
 func TestEveryCollectiveHasStartForm(t *testing.T) {
 	funcs := exportedFuncs(t, false)
 	blocking := blockingCollectives(t, funcs)
@@ -33,7 +33,7 @@ func TestEveryCollectiveHasStartForm(t *testing.T) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Errorf("collectives without a Start form returning *Work or *ObjectWork: %v", missing)
+		t.Errorf("collectives without a Start form returning *Work: %v", missing)
 	}
 	t.Logf("%d blocking collectives: %v", len(blocking), blocking)
 }
@@ -101,8 +101,7 @@ func blockingCollectives(t *testing.T, funcs map[string]*ast.FuncDecl) []string 
 	}
 	slices.Sort(blocking)
 	for _, want := range []string{"AllReduce", "AllReduceCoalesced", "AllGatherCoalesced", "InferenceAllReduce",
-		"MonitoredBarrier", "BroadcastObject", "AllGatherObject", "GatherObject", "ScatterObject",
-		"ReduceObject", "AllReduceObject", "Recv", "Send", "Barrier", "AllToAllV"} {
+		"MonitoredBarrier", "Recv", "Send", "Barrier", "AllToAllV"} {
 		if !slices.Contains(blocking, want) {
 			t.Fatalf("the scan did not find the collective %s (found %v)", want, blocking)
 		}
@@ -134,7 +133,7 @@ func isCollective(fd *ast.FuncDecl) bool {
 	return ok && id.Name == "Comm"
 }
 
-// returnsHandle: the only result is *Work or *ObjectWork[...].
+// returnsHandle: the only result is *Work.
 func returnsHandle(fd *ast.FuncDecl) bool {
 	if fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
 		return false
@@ -143,20 +142,13 @@ func returnsHandle(fd *ast.FuncDecl) bool {
 	if !ok {
 		return false
 	}
-	switch x := star.X.(type) {
-	case *ast.Ident:
-		return x.Name == "Work"
-	case *ast.IndexExpr:
-		id, ok := x.X.(*ast.Ident)
-		return ok && id.Name == "ObjectWork"
-	}
-	return false
+	id, ok := star.X.(*ast.Ident)
+	return ok && id.Name == "Work"
 }
 
-// TestStartFormsOfCoalescedInferenceBarrierAndObjects runs the Start
-// forms issue 14 added, several in flight at once where the API allows
-// it, and checks their results.
-func TestStartFormsOfCoalescedInferenceBarrierAndObjects(t *testing.T) {
+// TestStartFormsOfCoalescedInferenceAndBarrier runs the Start forms
+// issue 14 added, all in flight at once, and checks their results.
+func TestStartFormsOfCoalescedInferenceAndBarrier(t *testing.T) {
 	const n = 3
 	world := localWorld(t, n)
 	errs := testkit.OnEveryRank(world, func(r int, c *comm.Comm) error {
@@ -182,43 +174,6 @@ func TestStartFormsOfCoalescedInferenceBarrierAndObjects(t *testing.T) {
 		}
 		if !slices.Equal(inf, []int64{2, 2}) {
 			return fmt.Errorf("StartInferenceAllReduce: got %v", inf)
-		}
-		// Object Start forms: one at a time (each issues its collectives
-		// from its own goroutine).
-		v := map[string]int{}
-		if r == 1 {
-			v = map[string]int{"from": 1}
-		}
-		if err := comm.StartBroadcastObject(ctx, c, &v, 1).Wait(); err != nil {
-			return err
-		}
-		if v["from"] != 1 {
-			return fmt.Errorf("StartBroadcastObject: got %v", []int{v["from"]})
-		}
-		all, err := comm.StartAllGatherObject(ctx, c, "r"+string(rune('0'+r))).Wait()
-		if err != nil {
-			return err
-		}
-		if !slices.Equal(all, []string{"r0", "r1", "r2"}) {
-			return errors.New("StartAllGatherObject: got " + strings.Join(all, ","))
-		}
-		gw := comm.StartGatherObject(ctx, c, r*r, 2)
-		if _, err := comm.WaitAny(ctx, nil, gw.Work()); err != nil {
-			return err
-		}
-		got, err := gw.Wait()
-		if err != nil {
-			return err
-		}
-		if (r == 2 && !slices.Equal(got, []int{0, 1, 4})) || (r != 2 && got != nil) {
-			return fmt.Errorf("StartGatherObject: got %v", got)
-		}
-		mine, err := comm.StartScatterObject(ctx, c, []string{"a", "b", "c"}, 0).Wait()
-		if err != nil {
-			return err
-		}
-		if mine != string(rune('a'+r)) {
-			return errors.New("StartScatterObject: got " + mine)
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
 // Case is one check every rank of a communicator runs, in the same order on
@@ -568,33 +569,33 @@ func checkObjects(ctx context.Context, c *comm.Comm) error {
 	if c.Rank() == root {
 		v = recordOf(root)
 	}
-	if err := comm.BroadcastObject(ctx, c, &v, root); err != nil {
+	if err := object.Broadcast(ctx, c, &v, root); err != nil {
 		return err
 	}
 	if !equalRecord(v, recordOf(root)) {
-		return fmt.Errorf("BroadcastObject: got %+v", v)
+		return fmt.Errorf("object.Broadcast: got %+v", v)
 	}
-	all, err := comm.AllGatherObject(ctx, c, recordOf(c.Rank()))
+	all, err := object.AllGather(ctx, c, recordOf(c.Rank()))
 	if err != nil {
 		return err
 	}
 	for r, got := range all {
 		if !equalRecord(got, recordOf(r)) {
-			return fmt.Errorf("AllGatherObject[%d]: got %+v", r, got)
+			return fmt.Errorf("object.AllGather[%d]: got %+v", r, got)
 		}
 	}
-	g, err := comm.GatherObject(ctx, c, recordOf(c.Rank()), 0)
+	g, err := object.Gather(ctx, c, recordOf(c.Rank()), 0)
 	if err != nil {
 		return err
 	}
 	if c.Rank() == 0 {
 		for r, got := range g {
 			if !equalRecord(got, recordOf(r)) {
-				return fmt.Errorf("GatherObject[%d]: got %+v", r, got)
+				return fmt.Errorf("object.Gather[%d]: got %+v", r, got)
 			}
 		}
 	} else if g != nil {
-		return fmt.Errorf("GatherObject on a non-root returned %d values", len(g))
+		return fmt.Errorf("object.Gather on a non-root returned %d values", len(g))
 	}
 	var vs []record
 	if c.Rank() == 0 {
@@ -602,12 +603,12 @@ func checkObjects(ctx context.Context, c *comm.Comm) error {
 			vs = append(vs, recordOf(r+10))
 		}
 	}
-	mine, err := comm.ScatterObject(ctx, c, vs, 0)
+	mine, err := object.Scatter(ctx, c, vs, 0)
 	if err != nil {
 		return err
 	}
 	if !equalRecord(mine, recordOf(c.Rank()+10)) {
-		return fmt.Errorf("ScatterObject: got %+v", mine)
+		return fmt.Errorf("object.Scatter: got %+v", mine)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
 // Grad is an element type defined on float32, as a training program
@@ -77,13 +78,13 @@ func checkNamedObjects(ctx context.Context, c *comm.Comm) error {
 	if c.Rank() == root {
 		v = shardOf(root)
 	}
-	if err := comm.BroadcastObject(ctx, c, &v, root); err != nil {
+	if err := object.Broadcast(ctx, c, &v, root); err != nil {
 		return err
 	}
 	if !equalShard(v, shardOf(root)) {
 		return fmt.Errorf("BroadcastObject: got %+v, want %+v", v, shardOf(root))
 	}
-	all, err := comm.AllGatherObject(ctx, c, shardOf(c.Rank()))
+	all, err := object.AllGather(ctx, c, shardOf(c.Rank()))
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func checkNamedObjects(ctx context.Context, c *comm.Comm) error {
 			return fmt.Errorf("AllGatherObject[%d]: got %+v, want %+v", r, got, shardOf(r))
 		}
 	}
-	g, err := comm.GatherObject(ctx, c, Grad(c.Rank())+0.5, 0)
+	g, err := object.Gather(ctx, c, Grad(c.Rank())+0.5, 0)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func checkNamedObjects(ctx context.Context, c *comm.Comm) error {
 			vs = append(vs, Count(-r-1))
 		}
 	}
-	mine, err := comm.ScatterObject(ctx, c, vs, 0)
+	mine, err := object.Scatter(ctx, c, vs, 0)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
 // Thresholds are the message sizes, in bytes, at which the native backend
@@ -89,7 +90,7 @@ func ThresholdCases(size int) []Case {
 	// on: values just large enough that the total crosses the largest
 	// threshold.
 	per := Thresholds[len(Thresholds)-1]/size + 64
-	cs = append(cs, Case{fmt.Sprintf("Threshold/GatherObject,ScatterObject/bytes=%d", per), func(ctx context.Context, c *comm.Comm) error {
+	cs = append(cs, Case{fmt.Sprintf("Threshold/object.Gather,object.Scatter/bytes=%d", per), func(ctx context.Context, c *comm.Comm) error {
 		return checkLargeObjects(ctx, c, per)
 	}})
 	return cs
@@ -105,13 +106,13 @@ func checkLargeObjects(ctx context.Context, c *comm.Comm, per int) error {
 		return b
 	}
 	for root := 0; root < c.Size(); root++ {
-		got, err := comm.GatherObject(ctx, c, block(c.Rank()), root)
+		got, err := object.Gather(ctx, c, block(c.Rank()), root)
 		if err != nil {
-			return fmt.Errorf("GatherObject root %d: %w", root, err)
+			return fmt.Errorf("object.Gather root %d: %w", root, err)
 		}
 		if c.Rank() == root {
 			for r, v := range got {
-				if err := check(fmt.Sprintf("GatherObject root %d, rank %d's value", root, r), v, block(r)); err != nil {
+				if err := check(fmt.Sprintf("object.Gather root %d, rank %d's value", root, r), v, block(r)); err != nil {
 					return err
 				}
 			}
@@ -122,11 +123,11 @@ func checkLargeObjects(ctx context.Context, c *comm.Comm, per int) error {
 				vs = append(vs, block(r+100))
 			}
 		}
-		mine, err := comm.ScatterObject(ctx, c, vs, root)
+		mine, err := object.Scatter(ctx, c, vs, root)
 		if err != nil {
-			return fmt.Errorf("ScatterObject root %d: %w", root, err)
+			return fmt.Errorf("object.Scatter root %d: %w", root, err)
 		}
-		if err := check(fmt.Sprintf("ScatterObject root %d", root), mine, block(c.Rank()+100)); err != nil {
+		if err := check(fmt.Sprintf("object.Scatter root %d", root), mine, block(c.Rank()+100)); err != nil {
 			return err
 		}
 	}

@@ -54,7 +54,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.BoolVar(&cfg.KeepGoing, "keep-going", false, "when a rank fails, let the others run on (for programs that recover with Comm.Shrink); the job still fails, naming the first failed rank")
 	var profiling bool
 	var traceDir string
-	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Comm.LogSummary")
+	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Profiler.LogSummary")
 	fs.StringVar(&traceDir, "trace-dir", "", "with the logger on, every rank writes a Chrome/Perfetto trace here (GOCOMM_TRACE_DIR); commrun merges them at the end")
 	// torchrun's spellings.
 	fs.Var(nprocs, "nproc_per_node", "same as -n")

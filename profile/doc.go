@@ -21,7 +21,7 @@
 //	GOCOMM_PROFILE_LAYOUT=deepspeed        DeepSpeed's Gbps columns in the summary
 //	GOCOMM_TRACE_DIR=/tmp/trace            LogSummary leaves each rank's trace there
 //
-// Then, at the end of the run, every rank calls (*comm.Comm).LogSummary; rank
+// Then, at the end of the run, every rank calls c.Profiler().LogSummary; rank
 // 0 prints the table, and with straggler analysis every rank takes part.
 //
 // # Records and formulas

@@ -5,7 +5,7 @@
 //	commtrace -o trace.json /tmp/trace                # every gocomm-trace-rank*.json in a directory
 //	commtrace -o trace.json rank0.json rank1.json     # named files
 //
-// Ranks write their traces with (*comm.Comm).WriteTraceFile, or from
+// Ranks write their traces with c.Profiler().WriteTraceFile, or from
 // LogSummary when GOCOMM_TRACE_DIR is set. The logic is
 // profile.MergeTraceFiles.
 //

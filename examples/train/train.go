@@ -636,8 +636,8 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	}
 	say("parameters identical on all %d ranks", size)
 	// What each stage sent per step, as the comms logger counted it.
-	if c.Profiling() && size > 1 {
-		res.stages = countStageBytes(c.ProfileRecords(), stageOrder, stageSteps)
+	if c.Profiler().Enabled() && size > 1 {
+		res.stages = countStageBytes(c.Profiler().Records(), stageOrder, stageSteps)
 		for _, s := range res.stages {
 			say("train: bytes per step (profiler): %s", s)
 		}
@@ -648,7 +648,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	}
 	// The comms logger's table (and trace file), when profiling is on; a
 	// collective, so every rank calls it and rank 0 prints.
-	if err := c.LogSummary(ctx, out, true); err != nil {
+	if err := c.Profiler().LogSummary(ctx, out, true); err != nil {
 		return res, fmt.Errorf("comms summary: %w", err)
 	}
 	say("train: done: %d ranks, %d epochs, loss %.4f, test loss %.4f, test accuracy %.2f%%, %.0f samples/s, parameter checksum %016x",

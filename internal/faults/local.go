@@ -4,17 +4,18 @@ import (
 	"context"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
-// object is the value of the object cases: an ordinary map on every rank
+// objValue is the value of the object cases: an ordinary map on every rank
 // but the bad one, whose map holds a function, which encoding/gob refuses.
-type object = map[string]any
+type objValue = map[string]any
 
-func objectOf(c *comm.Comm, bad int) object {
+func objectOf(c *comm.Comm, bad int) objValue {
 	if c.Rank() == bad {
-		return object{"step": func() {}}
+		return objValue{"step": func() {}}
 	}
-	return object{"rank": c.Rank()}
+	return objValue{"rank": c.Rank()}
 }
 
 // localCases are the "local/<case>" scenarios: in each, rank bad fails
@@ -23,27 +24,27 @@ func objectOf(c *comm.Comm, bad int) object {
 var localCases = map[string]func(ctx context.Context, c *comm.Comm, bad int) error{
 	"broadcast-object": func(ctx context.Context, c *comm.Comm, bad int) error {
 		v := objectOf(c, bad)
-		return comm.BroadcastObject(ctx, c, &v, bad)
+		return object.Broadcast(ctx, c, &v, bad)
 	},
 	"allgather-object": func(ctx context.Context, c *comm.Comm, bad int) error {
-		_, err := comm.AllGatherObject(ctx, c, objectOf(c, bad))
+		_, err := object.AllGather(ctx, c, objectOf(c, bad))
 		return err
 	},
 	"gather-object": func(ctx context.Context, c *comm.Comm, bad int) error {
-		_, err := comm.GatherObject(ctx, c, objectOf(c, bad), 0)
+		_, err := object.Gather(ctx, c, objectOf(c, bad), 0)
 		return err
 	},
 	"scatter-object": func(ctx context.Context, c *comm.Comm, bad int) error {
-		vs := make([]object, c.Size())
+		vs := make([]objValue, c.Size())
 		for r := range vs {
-			vs[r] = object{"to": r}
+			vs[r] = objValue{"to": r}
 		}
-		vs[c.Size()-1] = object{"step": func() {}}
-		_, err := comm.ScatterObject(ctx, c, vs, bad)
+		vs[c.Size()-1] = objValue{"step": func() {}}
+		_, err := object.Scatter(ctx, c, vs, bad)
 		return err
 	},
 	"allreduce-object": func(ctx context.Context, c *comm.Comm, bad int) error {
-		_, err := comm.AllReduceObject(ctx, c, objectOf(c, bad), func(a, b object) object { return a })
+		_, err := object.AllReduce(ctx, c, objectOf(c, bad), func(a, b objValue) objValue { return a })
 		return err
 	},
 	"allgather-coalesced": func(ctx context.Context, c *comm.Comm, bad int) error {

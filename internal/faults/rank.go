@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/object"
 )
 
 // The environment of a rank, besides the launcher's variables.
@@ -231,10 +232,10 @@ func reportFailure(self int, err error, took time.Duration) {
 
 // Blame is the root cause an operation's error names: the rank that
 // failed first, how (a word: lost, timeout, invalid, mismatch, closed,
-// error, or object-<stage> for an object collective's *comm.ObjectError)
+// error, or object-<stage> for an object collective's *object.Error)
 // and the rank that reported it.
 func Blame(err error, self int) (origin int, kind string, reporter int) {
-	var oe *comm.ObjectError
+	var oe *object.Error
 	if errors.As(err, &oe) {
 		return oe.Rank, "object-" + strings.ReplaceAll(fmt.Sprint(oe.Stage), " ", "-"), oe.Rank
 	}

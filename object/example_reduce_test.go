@@ -1,4 +1,4 @@
-package comm_test
+package object_test
 
 import (
 	"context"
@@ -9,12 +9,13 @@ import (
 	"sync"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
-// Every rank counts words in its shard; AllReduceObject merges the counts
+// Every rank counts words in its shard; AllReduce merges the counts
 // (an associative and commutative merge, so Associative lets it run as a
 // tree) and every rank gets the same totals.
-func ExampleAllReduceObject() {
+func ExampleAllReduce() {
 	world, err := comm.NewLocalWorld(3, comm.Options{})
 	if err != nil {
 		panic(err)
@@ -42,7 +43,7 @@ func ExampleAllReduceObject() {
 			for _, w := range strings.Fields(shards[r]) {
 				counts[w]++
 			}
-			total, err := comm.AllReduceObject(context.Background(), c, counts, merge, comm.Associative())
+			total, err := object.AllReduce(context.Background(), c, counts, merge, object.Associative())
 			if err != nil {
 				panic(err)
 			}

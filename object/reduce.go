@@ -1,4 +1,4 @@
-package comm
+package object
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm"
 )
 
-// ReduceObjectOption changes how ReduceObject and AllReduceObject combine
+// ReduceOption changes how Reduce and AllReduce combine
 // values. The zero set of options applies f strictly in rank order.
-type ReduceObjectOption func(*reduceObjectConfig)
+type ReduceOption func(*reduceConfig)
 
-type reduceObjectConfig struct {
+type reduceConfig struct {
 	associative bool
 }
 
@@ -32,17 +32,17 @@ type reduceObjectConfig struct {
 // made for the call: free on the native backend, an
 // MPI_Comm_create_group on the mpi backend. The rank-order default needs
 // none (a gather and a broadcast).
-func Associative() ReduceObjectOption {
-	return func(cfg *reduceObjectConfig) { cfg.associative = true }
+func Associative() ReduceOption {
+	return func(cfg *reduceConfig) { cfg.associative = true }
 }
 
-// ObjectStage says where an object collective failed.
-type ObjectStage int
+// Stage says where an object collective failed.
+type Stage int
 
 // Stages of an object collective.
 const (
 	// StageArgument: an argument was unusable (a nil function).
-	StageArgument ObjectStage = iota
+	StageArgument Stage = iota
 	// StageEncode: a value could not be encoded (encoding/gob's rules:
 	// exported fields, registered interface types).
 	StageEncode
@@ -52,7 +52,7 @@ const (
 	StageReduce
 )
 
-func (s ObjectStage) String() string {
+func (s Stage) String() string {
 	switch s {
 	case StageArgument:
 		return "argument"
@@ -63,33 +63,33 @@ func (s ObjectStage) String() string {
 	case StageReduce:
 		return "reduce"
 	}
-	return fmt.Sprintf("ObjectStage(%d)", int(s))
+	return fmt.Sprintf("Stage(%d)", int(s))
 }
 
-// ObjectError is the error of an object collective that failed on one of
-// its ranks: every rank of the communicator returns an ObjectError naming
+// Error is the error of an object collective that failed on one of
+// its ranks: every rank of the communicator returns an Error naming
 // the same rank (the lowest that failed), stage and reason. It wraps
-// ErrInvalid for the argument and encode stages, and the local cause on
+// comm.ErrInvalid for the argument and encode stages, and the local cause on
 // the rank where the failure happened.
-type ObjectError struct {
-	Op     string      // "ReduceObject", "AllReduceObject", ...
-	Rank   int         // rank of the communicator where it failed
-	Stage  ObjectStage // what failed there
-	Reason string      // the failure's message, as that rank saw it
+type Error struct {
+	Op     string // "object.Reduce", "object.AllReduce", ...
+	Rank   int    // rank of the communicator where it failed
+	Stage  Stage  // what failed there
+	Reason string // the failure's message, as that rank saw it
 	// Err is the cause on the rank that failed (nil on the others).
 	Err error
 }
 
-func (e *ObjectError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("comm: %s failed on rank %d (%s): %s", e.Op, e.Rank, e.Stage, e.Reason)
 }
 
-// Unwrap returns ErrInvalid for the argument and encode stages, and the
+// Unwrap returns comm.ErrInvalid for the argument and encode stages, and the
 // local cause where there is one.
-func (e *ObjectError) Unwrap() []error {
+func (e *Error) Unwrap() []error {
 	var errs []error
 	if e.Stage == StageArgument || e.Stage == StageEncode {
-		errs = append(errs, ErrInvalid)
+		errs = append(errs, comm.ErrInvalid)
 	}
 	if e.Err != nil {
 		errs = append(errs, e.Err)
@@ -100,39 +100,7 @@ func (e *ObjectError) Unwrap() []error {
 // maxReasonLen bounds a failure's message on the wire.
 const maxReasonLen = 4 << 10
 
-// ObjectWork is the handle of an object collective started
-// asynchronously. Wait returns the result.
-type ObjectWork[T any] struct {
-	w *Work
-	v T
-}
-
-// Wait blocks until the operation is complete and returns its result and
-// error. A nil or zero ObjectWork, which no Start function made, returns
-// at once with an error wrapping ErrInvalid.
-func (w *ObjectWork[T]) Wait() (T, error) {
-	if w == nil || w.w == nil {
-		var zero T
-		return zero, fmt.Errorf("%w: a nil *ObjectWork or a zero one: wait on what a Start function returned", ErrInvalid)
-	}
-	err := w.w.Wait()
-	return w.v, err
-}
-
-// Done is closed when the operation is complete (at once for a nil or a
-// zero ObjectWork).
-func (w *ObjectWork[T]) Done() <-chan struct{} { return w.Work().Done() }
-
-// Work returns the plain handle, to wait on it beside other operations
-// (nil for a nil or a zero ObjectWork; a nil *Work's Wait fails at once).
-func (w *ObjectWork[T]) Work() *Work {
-	if w == nil {
-		return nil
-	}
-	return w.w
-}
-
-// ReduceObject combines every rank's v with f and returns the result on
+// Reduce combines every rank's v with f and returns the result on
 // root (the zero T on the other ranks). By default f is applied strictly in
 // rank order on root: f(...f(f(v0, v1), v2)..., vN-1), so a
 // non-commutative, even non-associative f gives the same result on every
@@ -145,72 +113,49 @@ func (w *ObjectWork[T]) Work() *Work {
 //
 // Every rank must call it with the same root and options. f must not call
 // collectives on c. If encoding or decoding fails on any rank, or f
-// panics, every rank returns an *ObjectError naming that rank and the
+// panics, every rank returns an *Error naming that rank and the
 // reason, without waiting for a timeout.
-func ReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, opts ...ReduceObjectOption) (T, error) {
-	return reduceObject(ctx, c, v, f, root, false, opts)
+func Reduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, root int, opts ...ReduceOption) (T, error) {
+	return reduce(ctx, c, v, f, root, false, opts)
 }
 
-// StartReduceObject is ReduceObject, asynchronous. Its collectives are
-// issued from a goroutine of their own (see StartFunc): do not start other
-// operations on c until the Work is done.
-func StartReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, opts ...ReduceObjectOption) *ObjectWork[T] {
-	ow := &ObjectWork[T]{}
-	ow.w = StartFunc(func() (err error) {
-		ow.v, err = reduceObject(ctx, c, v, f, root, false, opts)
-		return err
-	})
-	return ow
-}
-
-// AllReduceObject is ReduceObject with the result on every rank. Every
+// AllReduce is Reduce with the result on every rank. Every
 // rank returns the identical value (decoded from the same bytes), also
 // with Associative.
-func AllReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, opts ...ReduceObjectOption) (T, error) {
-	return reduceObject(ctx, c, v, f, 0, true, opts)
+func AllReduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, opts ...ReduceOption) (T, error) {
+	return reduce(ctx, c, v, f, 0, true, opts)
 }
 
-// StartAllReduceObject is AllReduceObject, asynchronous; see
-// StartReduceObject.
-func StartAllReduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, opts ...ReduceObjectOption) *ObjectWork[T] {
-	ow := &ObjectWork[T]{}
-	ow.w = StartFunc(func() (err error) {
-		ow.v, err = reduceObject(ctx, c, v, f, 0, true, opts)
-		return err
-	})
-	return ow
-}
-
-func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, root int, all bool, opts []ReduceObjectOption) (T, error) {
+func reduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, root int, all bool, opts []ReduceOption) (T, error) {
 	var zero T
-	var cfg reduceObjectConfig
+	var cfg reduceConfig
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
 	}
-	op := "ReduceObject"
+	op := "object.Reduce"
 	if all {
-		op = "AllReduceObject"
+		op = "object.AllReduce"
 	}
-	if err := c.usable(op); err != nil {
+	if err := hooks.Usable(c, op); err != nil {
 		return zero, err
 	}
 	var data []byte
-	var local *ObjectError
-	if !all && (root < 0 || root >= c.size) {
-		err := fmt.Errorf("%w: root %d out of range [0,%d)", ErrInvalid, root, c.size)
-		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: err.Error(), Err: err}
+	var local *Error
+	if !all && (root < 0 || root >= c.Size()) {
+		err := fmt.Errorf("%w: root %d out of range [0,%d)", comm.ErrInvalid, root, c.Size())
+		local = &Error{Op: op, Rank: c.Rank(), Stage: StageArgument, Reason: err.Error(), Err: err}
 	} else if f == nil {
-		err := fmt.Errorf("%w: the reduction function is nil", ErrInvalid)
-		local = &ObjectError{Op: op, Rank: c.rank, Stage: StageArgument, Reason: "the reduction function is nil", Err: err}
+		err := fmt.Errorf("%w: the reduction function is nil", comm.ErrInvalid)
+		local = &Error{Op: op, Rank: c.Rank(), Stage: StageArgument, Reason: "the reduction function is nil", Err: err}
 	} else {
 		var err error
 		if data, err = encode(v); err != nil {
-			local = &ObjectError{Op: op, Rank: c.rank, Stage: StageEncode, Reason: err.Error(), Err: err}
+			local = &Error{Op: op, Rank: c.Rank(), Stage: StageEncode, Reason: err.Error(), Err: err}
 		}
 	}
-	seq := c.peekSeq()
+	seq := hooks.NextSeq(c)
 	var cause error
 	if local != nil {
 		cause = local.Err
@@ -227,13 +172,13 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 		return zero, err
 	}
 	if cfg.associative {
-		res, err := treeReduceObject(ctx, c, op, data, f, seq)
-		if err != nil || (!all && c.rank != root) {
+		res, err := treeReduce(ctx, c, op, data, f, seq)
+		if err != nil || (!all && c.Rank() != root) {
 			return zero, err
 		}
 		return res, nil
 	}
-	return foldReduceObject(ctx, c, op, data, sizes, f, root, all)
+	return foldReduce(ctx, c, op, data, sizes, f, root, all)
 }
 
 // exchangeSizes is the first step of an object collective: every rank
@@ -248,29 +193,29 @@ func reduceObject[T any](ctx context.Context, c *Comm, v T, f func(a, b T) T, ro
 // agree is a value every rank must pass alike (the root and the schedule):
 // a rank that passes another fails the call on every rank, as an argument
 // error of that rank.
-func exchangeSizes(ctx context.Context, c *Comm, op string, size, agree int64, local *ObjectError, cause error) ([]int64, error) {
+func exchangeSizes(ctx context.Context, c *comm.Comm, op string, size, agree int64, local *Error, cause error) ([]int64, error) {
 	var reason []byte
 	word := []int64{size, agree}
 	if local != nil {
 		reason = failureBytes(local)
 		word[0] = -1 - int64(len(reason))
 	}
-	words := make([]int64, 2*c.size)
-	if err := AllGather(ctx, c, word, words); err != nil {
+	words := make([]int64, 2*c.Size())
+	if err := comm.AllGather(ctx, c, word, words); err != nil {
 		return nil, err
 	}
-	sizes := make([]int64, c.size)
+	sizes := make([]int64, c.Size())
 	for r := range sizes {
 		sizes[r] = words[2*r]
 	}
 	failed := false
-	counts := make([]int, c.size)
+	counts := make([]int, c.Size())
 	for r, s := range sizes {
 		if s < 0 {
 			failed = true
 			counts[r] = int(-1 - s)
 			if counts[r] > maxReasonLen+16 {
-				return nil, fmt.Errorf("%w: %s: rank %d announced a failure report of %d bytes", ErrLength, op, r, counts[r])
+				return nil, fmt.Errorf("%w: %s: rank %d announced a failure report of %d bytes", comm.ErrLength, op, r, counts[r])
 			}
 		}
 	}
@@ -280,11 +225,11 @@ func exchangeSizes(ctx context.Context, c *Comm, op string, size, agree int64, l
 		}
 		for r := range sizes {
 			if a := words[2*r+1]; a != words[1] {
-				e := &ObjectError{Op: op, Rank: r, Stage: StageArgument, Reason: fmt.Sprintf(
+				e := &Error{Op: op, Rank: r, Stage: StageArgument, Reason: fmt.Sprintf(
 					"rank %d passed another root or schedule than rank 0 (root %d, associative %v; rank 0: root %d, associative %v)",
 					r, a>>1, a&1 == 1, words[1]>>1, words[1]&1 == 1)}
-				if r == c.rank {
-					e.Err = fmt.Errorf("%w: %s", ErrInvalid, e.Reason)
+				if r == c.Rank() {
+					e.Err = fmt.Errorf("%w: %s", comm.ErrInvalid, e.Reason)
 				}
 				return nil, e
 			}
@@ -296,23 +241,23 @@ func exchangeSizes(ctx context.Context, c *Comm, op string, size, agree int64, l
 		total += n
 	}
 	reasons := make([]byte, total)
-	if err := AllGatherV(ctx, c, reason, reasons, counts); err != nil {
+	if err := comm.AllGatherV(ctx, c, reason, reasons, counts); err != nil {
 		return nil, err
 	}
 	for _, n := range counts {
 		if n > 0 { // the lowest reporting rank: its report starts reasons
 			e := parseFailure(op, reasons[:n])
-			if e.Rank == c.rank {
+			if e.Rank == c.Rank() {
 				e.Err = cause
 			}
 			return nil, e
 		}
 	}
-	return nil, fmt.Errorf("%w: %s: a failure was announced without a report", ErrLength, op)
+	return nil, fmt.Errorf("%w: %s: a failure was announced without a report", comm.ErrLength, op)
 }
 
 // failureBytes encodes a failure for the wire: the stage, then the reason.
-func failureBytes(e *ObjectError) []byte {
+func failureBytes(e *Error) []byte {
 	reason := e.Reason
 	if len(reason) > maxReasonLen {
 		reason = reason[:maxReasonLen]
@@ -323,11 +268,11 @@ func failureBytes(e *ObjectError) []byte {
 }
 
 // parseFailure decodes failureBytes; malformed input is reported as such.
-func parseFailure(op string, b []byte) *ObjectError {
+func parseFailure(op string, b []byte) *Error {
 	if len(b) < 16 {
-		return &ObjectError{Op: op, Rank: -1, Stage: StageDecode, Reason: fmt.Sprintf("malformed failure report of %d bytes", len(b))}
+		return &Error{Op: op, Rank: -1, Stage: StageDecode, Reason: fmt.Sprintf("malformed failure report of %d bytes", len(b))}
 	}
-	return &ObjectError{Op: op, Stage: ObjectStage(binary.LittleEndian.Uint64(b)), Rank: int(int64(binary.LittleEndian.Uint64(b[8:]))), Reason: string(b[16:])}
+	return &Error{Op: op, Stage: Stage(binary.LittleEndian.Uint64(b)), Rank: int(int64(binary.LittleEndian.Uint64(b[8:]))), Reason: string(b[16:])}
 }
 
 // applyReduce runs f, turning a panic into an error.
@@ -340,37 +285,37 @@ func applyReduce[T any](f func(a, b T) T, a, b T) (out T, err error) {
 	return f(a, b), nil
 }
 
-// foldReduceObject gathers the encoded values on root, which decodes and
+// foldReduce gathers the encoded values on root, which decodes and
 // folds them in rank order, then broadcasts its status (and, for the
 // all-reduce, the encoded result).
-func foldReduceObject[T any](ctx context.Context, c *Comm, op string, data []byte, sizes []int64, f func(a, b T) T, root int, all bool) (T, error) {
+func foldReduce[T any](ctx context.Context, c *comm.Comm, op string, data []byte, sizes []int64, f func(a, b T) T, root int, all bool) (T, error) {
 	var zero T
 	counts, total := countsOf(sizes)
 	var gathered []byte
-	if c.rank == root {
+	if c.Rank() == root {
 		gathered = make([]byte, total)
 	}
-	if err := GatherV(ctx, c, data, gathered, counts, root); err != nil {
+	if err := comm.GatherV(ctx, c, data, gathered, counts, root); err != nil {
 		return zero, err
 	}
 	// head is [failure report length, or -1 on success; result length].
 	head := []int64{-1, 0}
-	if c.rank == root {
-		res, fail := foldValues(op, c.rank, gathered, counts, f)
+	if c.Rank() == root {
+		res, fail := foldValues(op, c.Rank(), gathered, counts, f)
 		var out []byte
 		if fail == nil && all {
-			res, out, fail = roundTrip(op, c.rank, res)
+			res, out, fail = roundTrip(op, c.Rank(), res)
 		}
 		if fail != nil {
 			out = failureBytes(fail)
 			head[0] = int64(len(out))
 		}
 		head[1] = int64(len(out))
-		if err := Broadcast(ctx, c, head, root); err != nil {
+		if err := comm.Broadcast(ctx, c, head, root); err != nil {
 			return zero, err
 		}
 		if len(out) > 0 {
-			if err := Broadcast(ctx, c, out, root); err != nil {
+			if err := comm.Broadcast(ctx, c, out, root); err != nil {
 				return zero, err
 			}
 		}
@@ -379,23 +324,23 @@ func foldReduceObject[T any](ctx context.Context, c *Comm, op string, data []byt
 		}
 		return res, nil
 	}
-	if err := Broadcast(ctx, c, head, root); err != nil {
+	if err := comm.Broadcast(ctx, c, head, root); err != nil {
 		return zero, err
 	}
 	n := head[1]
 	if head[0] >= 0 {
 		if n > maxReasonLen+16 {
-			return zero, fmt.Errorf("%w: %s: root %d announced a failure report of %d bytes", ErrLength, op, root, n)
+			return zero, fmt.Errorf("%w: %s: root %d announced a failure report of %d bytes", comm.ErrLength, op, root, n)
 		}
 	}
 	if n < 0 {
-		return zero, fmt.Errorf("%w: %s: root %d announced a result of %d bytes", ErrLength, op, root, n)
+		return zero, fmt.Errorf("%w: %s: root %d announced a result of %d bytes", comm.ErrLength, op, root, n)
 	}
 	if n == 0 {
 		return zero, nil
 	}
 	buf := make([]byte, n)
-	if err := Broadcast(ctx, c, buf, root); err != nil {
+	if err := comm.Broadcast(ctx, c, buf, root); err != nil {
 		return zero, err
 	}
 	if head[0] >= 0 {
@@ -407,21 +352,21 @@ func foldReduceObject[T any](ctx context.Context, c *Comm, op string, data []byt
 
 // foldValues decodes the gathered values and folds them in rank order on
 // rank root.
-func foldValues[T any](op string, root int, gathered []byte, counts []int, f func(a, b T) T) (T, *ObjectError) {
+func foldValues[T any](op string, root int, gathered []byte, counts []int, f func(a, b T) T) (T, *Error) {
 	var acc T
 	off := 0
 	for r, n := range counts {
 		v, err := decode[T](gathered[off:off+n], r)
 		off += n
 		if err != nil {
-			return acc, &ObjectError{Op: op, Rank: root, Stage: StageDecode, Reason: err.Error(), Err: err}
+			return acc, &Error{Op: op, Rank: root, Stage: StageDecode, Reason: err.Error(), Err: err}
 		}
 		if r == 0 {
 			acc = v
 			continue
 		}
 		if acc, err = applyReduce(f, acc, v); err != nil {
-			return acc, &ObjectError{Op: op, Rank: root, Stage: StageReduce, Reason: fmt.Sprintf("combining the values of ranks 0-%d with rank %d's: %v", r-1, r, err), Err: err}
+			return acc, &Error{Op: op, Rank: root, Stage: StageReduce, Reason: fmt.Sprintf("combining the values of ranks 0-%d with rank %d's: %v", r-1, r, err), Err: err}
 		}
 	}
 	return acc, nil
@@ -429,14 +374,14 @@ func foldValues[T any](op string, root int, gathered []byte, counts []int, f fun
 
 // roundTrip encodes v and decodes it back, so that the value this rank
 // keeps is the one every receiver of the bytes gets.
-func roundTrip[T any](op string, rank int, v T) (T, []byte, *ObjectError) {
+func roundTrip[T any](op string, rank int, v T) (T, []byte, *Error) {
 	b, err := encode(v)
 	if err != nil {
-		return v, nil, &ObjectError{Op: op, Rank: rank, Stage: StageEncode, Reason: "the reduced value: " + err.Error(), Err: err}
+		return v, nil, &Error{Op: op, Rank: rank, Stage: StageEncode, Reason: "the reduced value: " + err.Error(), Err: err}
 	}
 	out, err := decode[T](b, rank)
 	if err != nil {
-		return v, nil, &ObjectError{Op: op, Rank: rank, Stage: StageDecode, Reason: "the reduced value: " + err.Error(), Err: err}
+		return v, nil, &Error{Op: op, Rank: rank, Stage: StageDecode, Reason: "the reduced value: " + err.Error(), Err: err}
 	}
 	return out, b, nil
 }
@@ -444,7 +389,7 @@ func roundTrip[T any](op string, rank int, v T) (T, []byte, *ObjectError) {
 // treeTagDisc names the private communicator of one tree reduction.
 const treeTagDisc = -1 << 40
 
-// treeReduceObject combines the values by recursive doubling in rank
+// treeReduce combines the values by recursive doubling in rank
 // order (MPICH's scheme for non-commutative operations): with p2 the
 // largest power of two not above the size and rem = size - p2, ranks 2i+1
 // < 2rem first hand their value to 2i; the p2 remaining ranks, in rank
@@ -454,20 +399,16 @@ const treeTagDisc = -1 << 40
 // from the sequence number of the call's first collective), so they never
 // meet the caller's own sends and receives. A failure travels in place of
 // a value, so every rank ends up with the lowest failed rank's report.
-func treeReduceObject[T any](ctx context.Context, c *Comm, op string, data []byte, f func(a, b T) T, seq uint64) (T, error) {
+func treeReduce[T any](ctx context.Context, c *comm.Comm, op string, data []byte, f func(a, b T) T, seq uint64) (T, error) {
 	var zero T
-	if c.size == 1 {
+	if c.Size() == 1 {
 		res, err := decode[T](data, 0)
 		if err != nil {
-			return zero, &ObjectError{Op: op, Rank: 0, Stage: StageDecode, Reason: err.Error(), Err: err}
+			return zero, &Error{Op: op, Rank: 0, Stage: StageDecode, Reason: err.Error(), Err: err}
 		}
 		return res, nil
 	}
-	ranks := make([]int, c.size)
-	for i := range ranks {
-		ranks[i] = i
-	}
-	g, err := c.makeGroup(ctx, ranks, backend.GroupID(c.id, seq, treeTagDisc))
+	g, err := hooks.Private(ctx, c, seq, treeTagDisc)
 	if err != nil {
 		return zero, err
 	}
@@ -476,15 +417,15 @@ func treeReduceObject[T any](ctx context.Context, c *Comm, op string, data []byt
 	// Every step uses tags of its own: 2*step for the head, 2*step+1 for
 	// the body (sends are started concurrently, so only tags keep them
 	// apart).
-	if acc, fail := t.decodeFrom(data, c.rank); fail != nil {
+	if acc, fail := t.decodeFrom(data, c.Rank()); fail != nil {
 		t.failHere(fail)
 	} else {
 		t.acc = acc
 	}
 
-	p2 := 1 << (bits.Len(uint(c.size)) - 1)
-	rem := c.size - p2
-	r := c.rank
+	p2 := 1 << (bits.Len(uint(c.Size())) - 1)
+	rem := c.Size() - p2
+	r := c.Rank()
 	vr := r - rem // virtual rank in the doubling phase; -1 if none
 	switch {
 	case r < 2*rem && r%2 == 1:
@@ -533,23 +474,23 @@ func treeReduceObject[T any](ctx context.Context, c *Comm, op string, data []byt
 	return t.acc, nil
 }
 
-// treeState is one rank's side of treeReduceObject: its partial result
+// treeState is one rank's side of treeReduce: its partial result
 // (acc, and data, its encoding, which receivers decode) or the failure it
 // knows of.
 type treeState[T any] struct {
 	ctx  context.Context
-	g    *Comm
+	g    *comm.Comm
 	op   string
 	f    func(a, b T) T
 	acc  T
 	data []byte
-	fail *ObjectError
+	fail *Error
 	// cause is the cause of this rank's own failure, if it had one.
 	cause error
 }
 
 // failHere records a failure on this rank.
-func (t *treeState[T]) failHere(e *ObjectError) {
+func (t *treeState[T]) failHere(e *Error) {
 	if t.cause == nil {
 		t.cause = e.Err
 	}
@@ -564,10 +505,10 @@ const (
 	treeFailure = 1
 )
 
-func (t *treeState[T]) decodeFrom(b []byte, from int) (T, *ObjectError) {
+func (t *treeState[T]) decodeFrom(b []byte, from int) (T, *Error) {
 	v, err := decode[T](b, from)
 	if err != nil {
-		return v, &ObjectError{Op: t.op, Rank: t.g.rank, Stage: StageDecode, Reason: err.Error(), Err: err}
+		return v, &Error{Op: t.op, Rank: t.g.Rank(), Stage: StageDecode, Reason: err.Error(), Err: err}
 	}
 	return v, nil
 }
@@ -581,11 +522,11 @@ func (t *treeState[T]) payload() ([]int64, []byte) {
 	return []int64{treeValue, int64(len(t.data))}, t.data
 }
 
-func (t *treeState[T]) startSend(to, step int) []*Work {
+func (t *treeState[T]) startSend(to, step int) []*comm.Work {
 	head, body := t.payload()
-	ws := []*Work{StartSend(t.ctx, t.g, head, to, 2*step)}
+	ws := []*comm.Work{comm.StartSend(t.ctx, t.g, head, to, 2*step)}
 	if len(body) > 0 {
-		ws = append(ws, StartSend(t.ctx, t.g, body, to, 2*step+1))
+		ws = append(ws, comm.StartSend(t.ctx, t.g, body, to, 2*step+1))
 	}
 	return ws
 }
@@ -598,17 +539,17 @@ func (t *treeState[T]) send(to, step int) error {
 // encoding.
 func (t *treeState[T]) recv(from, step int) (kind int64, body []byte, err error) {
 	head := make([]int64, 2)
-	if _, err := Recv(t.ctx, t.g, head, from, 2*step); err != nil {
+	if _, err := comm.Recv(t.ctx, t.g, head, from, 2*step); err != nil {
 		return 0, nil, err
 	}
 	kind, n := head[0], head[1]
 	switch {
 	case kind != treeValue && kind != treeFailure, n < 0, kind == treeFailure && n > maxReasonLen+16:
-		return 0, nil, fmt.Errorf("%w: %s: rank %d sent a message head %v", ErrLength, t.op, from, head)
+		return 0, nil, fmt.Errorf("%w: %s: rank %d sent a message head %v", comm.ErrLength, t.op, from, head)
 	}
 	body = make([]byte, n)
 	if n > 0 {
-		if _, err := Recv(t.ctx, t.g, body, from, 2*step+1); err != nil {
+		if _, err := comm.Recv(t.ctx, t.g, body, from, 2*step+1); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -646,10 +587,10 @@ func (t *treeState[T]) combine(theirs T, theirsFirst bool) {
 	}
 	res, err := applyReduce(t.f, a, b)
 	if err != nil {
-		t.failHere(&ObjectError{Op: t.op, Rank: t.g.rank, Stage: StageReduce, Reason: err.Error(), Err: err})
+		t.failHere(&Error{Op: t.op, Rank: t.g.Rank(), Stage: StageReduce, Reason: err.Error(), Err: err})
 		return
 	}
-	res, data, fail := roundTrip(t.op, t.g.rank, res)
+	res, data, fail := roundTrip(t.op, t.g.Rank(), res)
 	if fail != nil {
 		t.failHere(fail)
 		return
@@ -689,7 +630,7 @@ func (t *treeState[T]) exchange(partner, step int, theirsFirst bool) error {
 	return errors.Join(waitAll(sends), rerr)
 }
 
-func waitAll(ws []*Work) error {
+func waitAll(ws []*comm.Work) error {
 	var errs []error
 	for _, w := range ws {
 		if err := w.Wait(); err != nil {

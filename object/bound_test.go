@@ -1,4 +1,4 @@
-package comm_test
+package object_test
 
 import (
 	"context"
@@ -7,36 +7,37 @@ import (
 	"testing"
 	"time"
 
-	comm "github.com/gocomm/comm"
+	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/object"
 )
 
 // A rank that announces an impossible encoding size (a corrupt or
 // hostile peer, played here by a raw collective in the object collective's
 // place) fails the others with ErrLength before they allocate for it; a
 // make of 2^62 bytes panicked before.
-func TestObjectSizesBoundedBeforeAllocation(t *testing.T) {
+func TestSizesBoundedBeforeAllocation(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		liar  func(ctx context.Context, c *comm.Comm) error
 		other func(ctx context.Context, c *comm.Comm) error
 	}{
-		{"BroadcastObject",
+		{"Broadcast",
 			func(ctx context.Context, c *comm.Comm) error { return comm.Broadcast(ctx, c, []int64{1 << 62}, 0) },
 			func(ctx context.Context, c *comm.Comm) error {
 				var v string
-				return comm.BroadcastObject(ctx, c, &v, 0)
+				return object.Broadcast(ctx, c, &v, 0)
 			}},
-		{"ScatterObject",
+		{"Scatter",
 			func(ctx context.Context, c *comm.Comm) error { return comm.Broadcast(ctx, c, []int64{8, -5}, 0) },
 			func(ctx context.Context, c *comm.Comm) error {
-				_, err := comm.ScatterObject[string](ctx, c, nil, 0)
+				_, err := object.Scatter[string](ctx, c, nil, 0)
 				return err
 			}},
-		{"AllGatherObject",
+		{"AllGather",
 			func(ctx context.Context, c *comm.Comm) error {
 				return comm.AllGather(ctx, c, []int64{1 << 62, 0}, make([]int64, 4))
 			},
-			func(ctx context.Context, c *comm.Comm) error { _, err := comm.AllGatherObject(ctx, c, "x"); return err }},
+			func(ctx context.Context, c *comm.Comm) error { _, err := object.AllGather(ctx, c, "x"); return err }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := localWorld(t, 2)

@@ -1,4 +1,4 @@
-package comm_test
+package object_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/testkit"
+	"github.com/gocomm/comm/object"
 )
 
 // onRanks runs body on every rank of world at once and returns the results
@@ -42,20 +43,20 @@ func localWorld(t *testing.T, n int) []*comm.Comm {
 // schedules are the two ways to reduce: rank order, and recursive doubling.
 var schedules = []struct {
 	name string
-	opts []comm.ReduceObjectOption
-}{{"rank order", nil}, {"associative", []comm.ReduceObjectOption{comm.Associative()}}}
+	opts []object.ReduceOption
+}{{"rank order", nil}, {"associative", []object.ReduceOption{object.Associative()}}}
 
-// reduceEverywhere runs ReduceObject (root = size-1) or AllReduceObject on
+// reduceEverywhere runs Reduce (root = size-1) or AllReduce on
 // every rank and checks the outcome: want on the root (every rank for the
 // all-reduce), the zero value on the others, identical everywhere.
-func reduceEverywhere[T any](t *testing.T, world []*comm.Comm, all bool, values func(rank int) T, f func(a, b T) T, want T, opts ...comm.ReduceObjectOption) {
+func reduceEverywhere[T any](t *testing.T, world []*comm.Comm, all bool, values func(rank int) T, f func(a, b T) T, want T, opts ...object.ReduceOption) {
 	t.Helper()
 	root := len(world) - 1
 	res, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (T, error) {
 		if all {
-			return comm.AllReduceObject(ctx, c, values(c.Rank()), f, opts...)
+			return object.AllReduce(ctx, c, values(c.Rank()), f, opts...)
 		}
-		return comm.ReduceObject(ctx, c, values(c.Rank()), f, root, opts...)
+		return object.Reduce(ctx, c, values(c.Rank()), f, root, opts...)
 	})
 	var zero T
 	for r, err := range errs {
@@ -95,7 +96,7 @@ func mergeStats(a, b stats) stats {
 	return out
 }
 
-func TestReduceObjectValues(t *testing.T) {
+func TestReduceValues(t *testing.T) {
 	concat := func(a, b string) string { return a + b }
 	for n := 1; n <= 5; n++ {
 		world := localWorld(t, n)
@@ -152,21 +153,21 @@ func TestReduceObjectValues(t *testing.T) {
 // non-associative f shows the bracketing. With Associative, the bracketing
 // is the recursive-doubling tree's, still in rank order and identical on
 // every rank.
-func TestReduceObjectBracketing(t *testing.T) {
+func TestReduceBracketing(t *testing.T) {
 	bracket := func(a, b string) string { return "(" + a + " " + b + ")" }
 	name := func(r int) string { return fmt.Sprint(r) }
 	world := localWorld(t, 5)
 	reduceEverywhere(t, world, true, name, bracket, "((((0 1) 2) 3) 4)")
 	reduceEverywhere(t, world, false, name, bracket, "((((0 1) 2) 3) 4)")
 	// 5 ranks: 1 hands its value to 0; then 0 (with 0-1), 2, 3, 4 double.
-	reduceEverywhere(t, world, true, name, bracket, "(((0 1) 2) (3 4))", comm.Associative())
+	reduceEverywhere(t, world, true, name, bracket, "(((0 1) 2) (3 4))", object.Associative())
 	world4 := localWorld(t, 4)
-	reduceEverywhere(t, world4, true, name, bracket, "((0 1) (2 3))", comm.Associative())
+	reduceEverywhere(t, world4, true, name, bracket, "((0 1) (2 3))", object.Associative())
 }
 
 // On groups: concurrently on the two halves of a Split, and on a NewGroup
 // whose order differs from the world's.
-func TestReduceObjectOnGroups(t *testing.T) {
+func TestReduceOnGroups(t *testing.T) {
 	world := localWorld(t, 5)
 	concat := func(a, b string) string { return a + b }
 	for _, s := range schedules {
@@ -177,7 +178,7 @@ func TestReduceObjectOnGroups(t *testing.T) {
 					return "", err
 				}
 				defer g.Close()
-				return comm.AllReduceObject(ctx, g, fmt.Sprintf("w%d;", c.Rank()), concat, s.opts...)
+				return object.AllReduce(ctx, g, fmt.Sprintf("w%d;", c.Rank()), concat, s.opts...)
 			})
 			for r, err := range errs {
 				want := map[int]string{0: "w4;w2;w0;", 1: "w3;w1;"}[r%2]
@@ -192,13 +193,13 @@ func TestReduceObjectOnGroups(t *testing.T) {
 				}
 				defer g.Close()
 				if g.Rank() < 0 {
-					_, err := comm.ReduceObject(ctx, g, "", concat, 0, s.opts...)
+					_, err := object.Reduce(ctx, g, "", concat, 0, s.opts...)
 					if !errors.Is(err, comm.ErrNotMember) {
 						return "", fmt.Errorf("non-member: %v, want ErrNotMember", err)
 					}
 					return "", nil
 				}
-				return comm.ReduceObject(ctx, g, fmt.Sprintf("w%d;", c.Rank()), concat, 2, s.opts...) // root: world rank 3
+				return object.Reduce(ctx, g, fmt.Sprintf("w%d;", c.Rank()), concat, 2, s.opts...) // root: world rank 3
 			})
 			for r, err := range errs {
 				want := map[int]string{3: "w4;w1;w3;"}[r]
@@ -210,7 +211,7 @@ func TestReduceObjectOnGroups(t *testing.T) {
 	}
 }
 
-func TestStartReduceObject(t *testing.T) {
+func TestStartReduce(t *testing.T) {
 	world := localWorld(t, 3)
 	sum := func(a, b map[string]int) map[string]int {
 		out := maps.Clone(a)
@@ -221,13 +222,13 @@ func TestStartReduceObject(t *testing.T) {
 	}
 	for _, s := range schedules {
 		res, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) ([]map[string]int, error) {
-			w1 := comm.StartAllReduceObject(ctx, c, map[string]int{"n": 1}, sum, s.opts...)
+			w1 := object.StartAllReduce(ctx, c, map[string]int{"n": 1}, sum, s.opts...)
 			<-w1.Done()
 			a, err := w1.Wait()
 			if err != nil {
 				return nil, err
 			}
-			w2 := comm.StartReduceObject(ctx, c, map[string]int{"r": c.Rank()}, sum, 1, s.opts...)
+			w2 := object.StartReduce(ctx, c, map[string]int{"r": c.Rank()}, sum, 1, s.opts...)
 			if err := w2.Work().Wait(); err != nil {
 				return nil, err
 			}
@@ -267,78 +268,78 @@ type unregistered struct{ A int }
 // Failures on one rank fail the call on every rank, at once (the
 // communicator's timeout is a minute), naming the same rank, stage and
 // reason everywhere.
-func TestReduceObjectFailsEveryRank(t *testing.T) {
+func TestReduceFailsEveryRank(t *testing.T) {
 	type outcome struct {
-		stage  comm.ObjectStage
+		stage  object.Stage
 		rank   int // -1: any single rank, the same on all
 		reason string
 		local  error // errors.Is target on every rank
 	}
 	cases := []struct {
 		name string
-		run  func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error
+		run  func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error
 		want outcome
 	}{
-		{"encode", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		{"encode", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			v := []any{c.Rank()}
 			if c.Rank() == 2 {
 				v = []any{unregistered{1}}
 			}
-			_, err := comm.AllReduceObject(ctx, c, v, func(a, b []any) []any { return append(a, b...) }, opts...)
+			_, err := object.AllReduce(ctx, c, v, func(a, b []any) []any { return append(a, b...) }, opts...)
 			return err
-		}, outcome{comm.StageEncode, 2, "not registered", comm.ErrInvalid}},
-		{"nil function", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		}, outcome{object.StageEncode, 2, "not registered", comm.ErrInvalid}},
+		{"nil function", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			f := func(a, b int) int { return a + b }
 			if c.Rank() == 3 {
 				f = nil
 			}
-			_, err := comm.ReduceObject(ctx, c, 1, f, 0, opts...)
+			_, err := object.Reduce(ctx, c, 1, f, 0, opts...)
 			return err
-		}, outcome{comm.StageArgument, 3, "nil", comm.ErrInvalid}},
-		{"root out of range on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		}, outcome{object.StageArgument, 3, "nil", comm.ErrInvalid}},
+		{"root out of range on one rank", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			root := 0
 			if c.Rank() == 2 {
 				root = 7
 			}
-			_, err := comm.ReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
+			_, err := object.Reduce(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
 			return err
-		}, outcome{comm.StageArgument, 2, "root 7 out of range", comm.ErrInvalid}},
-		{"another root on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		}, outcome{object.StageArgument, 2, "root 7 out of range", comm.ErrInvalid}},
+		{"another root on one rank", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			root := 0
 			if c.Rank() == 3 {
 				root = 1
 			}
-			_, err := comm.ReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
+			_, err := object.Reduce(ctx, c, 1, func(a, b int) int { return a + b }, root, opts...)
 			return err
-		}, outcome{comm.StageArgument, 3, "another root or schedule", comm.ErrInvalid}},
-		{"another schedule on one rank", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		}, outcome{object.StageArgument, 3, "another root or schedule", comm.ErrInvalid}},
+		{"another schedule on one rank", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			if c.Rank() == 1 {
 				if len(opts) == 0 {
-					opts = []comm.ReduceObjectOption{comm.Associative()}
+					opts = []object.ReduceOption{object.Associative()}
 				} else {
 					opts = nil
 				}
 			}
-			_, err := comm.AllReduceObject(ctx, c, 1, func(a, b int) int { return a + b }, opts...)
+			_, err := object.AllReduce(ctx, c, 1, func(a, b int) int { return a + b }, opts...)
 			return err
-		}, outcome{comm.StageArgument, 1, "another root or schedule", comm.ErrInvalid}},
-		{"decode", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
+		}, outcome{object.StageArgument, 1, "another root or schedule", comm.ErrInvalid}},
+		{"decode", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
 			v := picky{c.Rank()}
 			if c.Rank() == 3 {
 				v.X = 13
 			}
-			_, err := comm.AllReduceObject(ctx, c, v, func(a, b picky) picky { return picky{a.X + b.X} }, opts...)
+			_, err := object.AllReduce(ctx, c, v, func(a, b picky) picky { return picky{a.X + b.X} }, opts...)
 			return err
-		}, outcome{comm.StageDecode, -1, "unlucky", nil}},
-		{"panic", func(ctx context.Context, c *comm.Comm, opts []comm.ReduceObjectOption) error {
-			_, err := comm.ReduceObject(ctx, c, fmt.Sprint(c.Rank()), func(a, b string) string {
+		}, outcome{object.StageDecode, -1, "unlucky", nil}},
+		{"panic", func(ctx context.Context, c *comm.Comm, opts []object.ReduceOption) error {
+			_, err := object.Reduce(ctx, c, fmt.Sprint(c.Rank()), func(a, b string) string {
 				if strings.Contains(b, "3") {
 					panic("three is not welcome")
 				}
 				return a + b
 			}, 1, opts...)
 			return err
-		}, outcome{comm.StageReduce, -1, "three is not welcome", nil}},
+		}, outcome{object.StageReduce, -1, "three is not welcome", nil}},
 	}
 	for _, s := range schedules {
 		world := localWorld(t, 5)
@@ -351,11 +352,11 @@ func TestReduceObjectFailsEveryRank(t *testing.T) {
 				if d := time.Since(start); d > 20*time.Second {
 					t.Fatalf("took %v: ranks waited for a timeout", d)
 				}
-				var first *comm.ObjectError
+				var first *object.Error
 				for r, err := range errs {
-					var oe *comm.ObjectError
+					var oe *object.Error
 					if !errors.As(err, &oe) {
-						t.Fatalf("rank %d: %v, want an *ObjectError", r, err)
+						t.Fatalf("rank %d: %v, want an *object.Error", r, err)
 					}
 					if oe.Stage != tc.want.stage || (tc.want.rank >= 0 && oe.Rank != tc.want.rank) || !strings.Contains(oe.Reason, tc.want.reason) {
 						t.Fatalf("rank %d: %+v, want stage %v, rank %d, reason with %q", r, oe, tc.want.stage, tc.want.rank, tc.want.reason)
@@ -377,7 +378,7 @@ func TestReduceObjectFailsEveryRank(t *testing.T) {
 				}
 				// The communicator still works afterwards.
 				sums, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (int, error) {
-					return comm.AllReduceObject(ctx, c, c.Rank(), func(a, b int) int { return a + b }, s.opts...)
+					return object.AllReduce(ctx, c, c.Rank(), func(a, b int) int { return a + b }, s.opts...)
 				})
 				for r, err := range errs {
 					if err != nil || sums[r] != 10 {
@@ -391,13 +392,13 @@ func TestReduceObjectFailsEveryRank(t *testing.T) {
 
 // Over TCP too: the tree's messages travel point to point on a private
 // view of the communicator, beside the caller's own sends and receives.
-func TestReduceObjectOverTCPBesideUserMessages(t *testing.T) {
+func TestReduceOverTCPBesideUserMessages(t *testing.T) {
 	world := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Transport: "tcp"})
 	res, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (string, error) {
 		// A message on tag 0 that the reduction must not take.
 		next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3
 		send := comm.StartSend(ctx, c, []int64{int64(100 + c.Rank())}, next, 0)
-		s, err := comm.AllReduceObject(ctx, c, fmt.Sprintf("%d", c.Rank()), func(a, b string) string { return a + b }, comm.Associative())
+		s, err := object.AllReduce(ctx, c, fmt.Sprintf("%d", c.Rank()), func(a, b string) string { return a + b }, object.Associative())
 		if err != nil {
 			return "", err
 		}
@@ -420,7 +421,7 @@ func TestReduceObjectOverTCPBesideUserMessages(t *testing.T) {
 
 // The other object collectives fail every rank at once too when one rank
 // cannot encode its value (issue 13's third point, for objects).
-func TestObjectCollectivesEncodeFailureFailsEveryRank(t *testing.T) {
+func TestEncodeFailureFailsEveryRank(t *testing.T) {
 	world := localWorld(t, 4)
 	bad := func(c *comm.Comm, r int) []any {
 		if c.Rank() == r {
@@ -433,16 +434,16 @@ func TestObjectCollectivesEncodeFailureFailsEveryRank(t *testing.T) {
 		rank int
 		run  func(ctx context.Context, c *comm.Comm) error
 	}{
-		{"BroadcastObject", 1, func(ctx context.Context, c *comm.Comm) error {
+		{"Broadcast", 1, func(ctx context.Context, c *comm.Comm) error {
 			v := bad(c, 1)
-			return comm.BroadcastObject(ctx, c, &v, 1)
+			return object.Broadcast(ctx, c, &v, 1)
 		}},
-		{"AllGatherObject", 2, func(ctx context.Context, c *comm.Comm) error {
-			_, err := comm.AllGatherObject(ctx, c, bad(c, 2))
+		{"AllGather", 2, func(ctx context.Context, c *comm.Comm) error {
+			_, err := object.AllGather(ctx, c, bad(c, 2))
 			return err
 		}},
-		{"GatherObject", 3, func(ctx context.Context, c *comm.Comm) error {
-			_, err := comm.GatherObject(ctx, c, bad(c, 3), 0)
+		{"Gather", 3, func(ctx context.Context, c *comm.Comm) error {
+			_, err := object.Gather(ctx, c, bad(c, 3), 0)
 			return err
 		}},
 	}
@@ -456,14 +457,14 @@ func TestObjectCollectivesEncodeFailureFailsEveryRank(t *testing.T) {
 				t.Fatalf("took %v: ranks waited for a timeout", d)
 			}
 			for r, err := range errs {
-				var oe *comm.ObjectError
-				if !errors.As(err, &oe) || oe.Rank != tc.rank || oe.Stage != comm.StageEncode || !strings.Contains(oe.Reason, "not registered") || !errors.Is(err, comm.ErrInvalid) {
+				var oe *object.Error
+				if !errors.As(err, &oe) || oe.Rank != tc.rank || oe.Stage != object.StageEncode || !strings.Contains(oe.Reason, "not registered") || !errors.Is(err, comm.ErrInvalid) {
 					t.Fatalf("rank %d: %v; want an encode failure of rank %d", r, err, tc.rank)
 				}
 			}
 			// Still usable afterwards.
 			all, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) ([]int, error) {
-				return comm.AllGatherObject(ctx, c, c.Rank())
+				return object.AllGather(ctx, c, c.Rank())
 			})
 			for r, err := range errs {
 				if err != nil || !slices.Equal(all[r], []int{0, 1, 2, 3}) {
