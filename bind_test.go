@@ -3,6 +3,7 @@ package comm_test
 import (
 	"errors"
 	"fmt"
+	"github.com/gocomm/comm/env"
 	"runtime"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestBindAutoOversubscribed(t *testing.T) {
 
 func TestBindInvalid(t *testing.T) {
 	getenv := func(k string) string {
-		if k == comm.EnvBind {
+		if k == env.EnvBind {
 			return "cores"
 		}
 		return ""

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/gocomm/comm/env"
 
 	"github.com/gocomm/comm"
 )
@@ -83,4 +84,4 @@ func seriesLabel(t Transport, backendName, mode string, hosts, size int) string 
 }
 
 // transportEnv is the variable Init reads when Options.Transport is "".
-const transportEnv = comm.EnvTransport
+const transportEnv = env.EnvTransport
