@@ -3,13 +3,13 @@ package comm_test
 import (
 	"errors"
 	"fmt"
-	"github.com/gocomm/comm/env"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/cpubind"
 )
 

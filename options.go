@@ -46,7 +46,7 @@ type config struct {
 	// storeLocal is this rank's address on its connection to the store
 	// Init opened, if that is a TCP store.
 	storeLocal net.Addr
-	algorithms backend.Algorithms
+	algorithms Algorithms
 	logger     *slog.Logger
 	// profile is GOCOMM_PROFILE, for the comms logger.
 	profile string
@@ -55,9 +55,9 @@ type config struct {
 	// ownBootstrap: the backend meets without a store (MPI).
 	ownBootstrap bool
 	transport    backend.TransportConfig
-	// transportMode is Options.Transport, before resolveKnobs parses it
-	// (or GOCOMM_TRANSPORT) into transport.Mode.
-	transportMode string
+	// transportKind is Options.Transport.Kind, before resolveKnobs parses
+	// it (or GOCOMM_TRANSPORT) into transport.Mode.
+	transportKind TransportKind
 	// bindCPUs are the CPUs GOCOMM_BIND binds the process to (nil: none).
 	bindCPUs []int
 	// sharedProcs is the GOMAXPROCS GOCOMM_BIND=auto gives a rank when
@@ -83,9 +83,9 @@ func resolve(opts Options) (config, error) {
 		localRank: opts.LocalRank, localSize: opts.LocalSize,
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
-		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes, SHMStores: opts.SHMStores, TCPCongestion: opts.TCPCongestion},
-		transportMode: opts.Transport,
+		listenHost: opts.Transport.ListenHost, socketIfname: opts.Transport.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
+		transport:     backend.TransportConfig{HostID: opts.Transport.HostID, SingleCopyBytes: opts.Transport.SingleCopyBytes, SHMStores: opts.Transport.SHMStores, TCPCongestion: opts.Transport.TCPCongestion},
+		transportKind: opts.Transport.Kind,
 	}
 	if cfg.size == 0 {
 		world, err := e.Read()
@@ -264,7 +264,7 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		cfg.socketIfname = cmp.Or(e.Get(env.EnvSocketIfname), e.Get(env.EnvGlooIfname))
 	}
 	// The transport mode is parsed here, once: the backend gets the value.
-	if mode, from := cfg.transportMode, "Options.Transport"; true {
+	if mode, from := string(cfg.transportKind), "Options.Transport.Kind"; true {
 		if mode == "" {
 			mode, from = e.Get(env.EnvTransport), env.EnvTransport
 		}
@@ -291,13 +291,13 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		cfg.transport.SHMStores = e.Get(env.EnvSHMStores)
 	}
 	if err := transport.CheckSHMStores(cfg.transport.SHMStores); err != nil {
-		return env.Errorf("SHMStores (%s) %q: want auto, cached or bypass", env.EnvSHMStores, cfg.transport.SHMStores)
+		return env.Errorf("Options.Transport.SHMStores (%s) %q: want auto, cached or bypass", env.EnvSHMStores, cfg.transport.SHMStores)
 	}
 	if cfg.transport.TCPCongestion == "" {
 		cfg.transport.TCPCongestion = e.Get(env.EnvTCPCongestion)
 	}
 	if err := transport.CheckCongestion(cfg.transport.TCPCongestion); err != nil {
-		return env.Errorf("TCPCongestion (%s): %v", env.EnvTCPCongestion, err)
+		return env.Errorf("Options.Transport.TCPCongestion (%s): %v", env.EnvTCPCongestion, err)
 	}
 	if v := e.Get(env.EnvSettle); v != "" {
 		d, err := time.ParseDuration(v) // "0" included

@@ -119,11 +119,11 @@ type P2POp[T Numeric] struct {
 	Tag  int
 }
 
-// BatchSendRecv starts every op of the batch at once (torch's
+// StartBatchSendRecv starts every op of the batch at once (torch's
 // batch_isend_irecv) and returns one Work that completes when all have; its
 // error joins the failures.
-func BatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T]) *Work {
-	if err := c.usable("BatchSendRecv"); err != nil {
+func StartBatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T]) *Work {
+	if err := c.usable("StartBatchSendRecv"); err != nil {
 		return failed(err)
 	}
 	works := make([]*Work, len(ops))

@@ -3,13 +3,13 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/gocomm/comm/core"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -22,7 +22,7 @@ type Config struct {
 	Timeout              time.Duration    // default per-operation timeout
 	Secret               []byte           // shared secret for connection handshakes
 	ListenHost           string           // host data connections bind to ("" = backend's choice)
-	Algorithms           Algorithms       // per-operation algorithm overrides
+	Algorithms           core.Algorithms  // per-operation algorithm overrides
 	Logger               *slog.Logger
 	Transport            TransportConfig // how the native backend moves bytes (GOCOMM_TRANSPORT, GOCOMM_HOST_ID)
 }
@@ -52,38 +52,6 @@ type TransportConfig struct {
 	// TCPCongestion is the congestion control of TCP data connections
 	// (transport.TCPOptions.Congestion): "", auto, system, or a name.
 	TCPCongestion string
-}
-
-// Algorithms forces the algorithm of each kind of collective; Auto (the
-// zero value) leaves the choice to the backend's cost model.
-type Algorithms struct {
-	AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
-	Gather, Scatter, AllToAll, Barrier algo.Algorithm
-}
-
-// For returns the override for kind k (V variants share their base kind's).
-func (a Algorithms) For(k Kind) algo.Algorithm {
-	switch k {
-	case KindAllReduce:
-		return a.AllReduce
-	case KindReduce:
-		return a.Reduce
-	case KindBroadcast:
-		return a.Broadcast
-	case KindAllGather, KindAllGatherV:
-		return a.AllGather
-	case KindReduceScatter, KindReduceScatterV:
-		return a.ReduceScatter
-	case KindGather, KindGatherV:
-		return a.Gather
-	case KindScatter, KindScatterV:
-		return a.Scatter
-	case KindAllToAll, KindAllToAllV:
-		return a.AllToAll
-	case KindBarrier:
-		return a.Barrier
-	}
-	return algo.Auto
 }
 
 // Request is one operation handed to a backend, already validated by the
@@ -314,6 +282,14 @@ type SharedAllocator interface {
 	IsShared(mem []byte) bool
 }
 
+// LocalOpener is implemented by drivers that can open a whole world of
+// size ranks inside this process, connected in memory (comm.NewLocalWorld):
+// element i of the result has rank i and was opened with cfg, Rank i and
+// Size size. It reads no environment and needs no Store.
+type LocalOpener interface {
+	OpenLocal(size int, cfg Config) ([]Comm, error)
+}
+
 // Open opens a world communicator with the named driver.
 func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	registry.mu.Lock()
@@ -325,6 +301,16 @@ func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	return d.Open(ctx, cfg)
 }
 
-// OpError is core's: the error of a failed operation, naming the
-// operation, this rank, the peer and the sequence number.
-type OpError = core.OpError
+// OpenLocal opens a world of size ranks inside this process with the named
+// driver, which must be a LocalOpener.
+func OpenLocal(name string, size int, cfg Config) ([]Comm, error) {
+	d, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("comm: unknown backend %q (registered: %v)", name, Drivers())
+	}
+	lo, ok := d.(LocalOpener)
+	if !ok {
+		return nil, fmt.Errorf("comm: backend %q cannot open a world inside one process (its driver is no backend.LocalOpener)", name)
+	}
+	return lo.OpenLocal(size, cfg)
+}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gocomm/comm/env"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/mpi"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"github.com/gocomm/comm/env"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 )
