@@ -211,7 +211,56 @@ type Comm struct {
 	closed atomic.Bool
 }
 
-// Init joins the world described by opts and the environment.
+// Init joins the world described by opts and the environment, and returns
+// this process's world communicator; Close it when done.
+//
+// What it reads, in order (a field of opts that is set beats the variable
+// it mirrors; package env documents every variable):
+//  1. The world: opts.Rank and opts.Size, else the launcher's variables,
+//     looked for in this order: torchrun's (RANK, WORLD_SIZE, LOCAL_RANK,
+//     LOCAL_WORLD_SIZE; also DeepSpeed, Kubeflow, commrun and
+//     launch.Spawn), Open MPI's (OMPI_COMM_WORLD_*), PMI's (PMI_RANK,
+//     PMI_SIZE: MPICH, Hydra, Intel MPI), SLURM's (SLURM_PROCID,
+//     SLURM_NTASKS). With none of them and opts.Size 0 the world is this
+//     process alone: a world of one, which needs no meeting place.
+//  2. gocomm's knobs for the fields opts left unset: GOCOMM_BACKEND,
+//     GOCOMM_TIMEOUT, GOCOMM_SECRET, the transport's (Options.Transport),
+//     GOCOMM_ALGO_<OP>, GOCOMM_BIND, GOCOMM_SETTLE, GOCOMM_DEBUG and the
+//     comms logger's GOCOMM_PROFILE*.
+//  3. The meeting place of a world of several ranks: opts.Store, else
+//     opts.MasterAddr/MasterPort, else opts.InitMethod, else the
+//     launcher's (MASTER_ADDR and MASTER_PORT, torchrun's agent store, a
+//     file named by the MPI job), else GOCOMM_INIT_METHOD. Rank 0 hosts a
+//     TCP store there unless the store already exists.
+//
+// A missing or malformed variable is an error wrapping ErrEnvironment that
+// names it and says what to set.
+//
+// Init blocks until every rank of the world has joined (each connects to
+// the others through the meeting place), ctx is done, or the timeout
+// passes: opts.Timeout, else GOCOMM_TIMEOUT, else DefaultTimeout (30
+// minutes). The same timeout later bounds every operation whose ctx has
+// no deadline.
+//
+// What it does to the process, and how to turn each off:
+//   - GOCOMM_BIND (unset by default: nothing) binds the process to CPUs,
+//     auto by local rank or a CPU list; GOMAXPROCS then follows the bound
+//     CPUs, and with auto and more local ranks than CPUs it becomes the
+//     rank's share of them. Init leaves GOMAXPROCS alone when the program
+//     chose it (the GOMAXPROCS variable, or runtime.GOMAXPROCS called
+//     before Init); leave GOCOMM_BIND unset to bind nothing.
+//   - Settling: in a world of several ranks Init's last step keeps the
+//     calling goroutine busy on its CPU for a while (the backend's choice:
+//     20ms on the native backend when its shared-memory waits keep their
+//     CPU, 10ms on mpi; else none), so that the Go runtime's monitor has
+//     calmed down before the first operations run. GOCOMM_SETTLE sets
+//     the time; GOCOMM_SETTLE=0 turns it off.
+//   - In a world of several ranks a goroutine polls the store for other
+//     ranks' failure reports (the flight recorder's exchange) until
+//     Close. The comms logger, the flight recorder's HTTP endpoint and
+//     its SIGUSR1 dump run only when asked for (Options.Profile,
+//     Options.DebugAddr, Options.FlightRecorderSignal, or their
+//     variables).
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if ctx == nil {
 		return nil, errNilContext("Init")
