@@ -281,9 +281,8 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		}
 		// The runtime would lower GOMAXPROCS to the bound CPUs within a
 		// second or so; meanwhile more Ps than CPUs put runtime threads
-		// beside the rank's spinning one (p99 of a 2-rank 8-byte
-		// all-reduce ~10 us instead of ~2.5). Unless the program chose
-		// GOMAXPROCS, follow the binding now.
+		// beside the rank's spinning one and stretch its tail latency.
+		// Unless the program chose GOMAXPROCS, follow the binding now.
 		if !procsChosen {
 			runtime.SetDefaultGOMAXPROCS()
 		}

@@ -211,10 +211,10 @@ type LocalInfo interface {
 }
 
 // Inliner is implemented by communicators that can run a small all-reduce
-// straight on the caller's goroutine, for comm.AllReduce: on a 2-rank
-// shared-memory board an 8-byte all-reduce takes 0.2-0.6 us, and the
-// general path's pooled operation handle and request, and the dispatch
-// through Run, were a tenth of it.
+// straight on the caller's goroutine, for comm.AllReduce: on a
+// shared-memory board a small all-reduce is so short that the general
+// path's pooled operation handle and request, and the dispatch through
+// Run, are a measurable share of it (docs/performance.md).
 type Inliner interface {
 	// InlinesAllReduce reports whether InlineAllReduce runs an all-reduce
 	// of n bytes (no algorithm forced, a built-in op): it depends on n
@@ -238,10 +238,10 @@ type Inliner interface {
 // overlaps its wait for the peers: InlineEntered once the operation has
 // posted its part, InlineExited when it ends, whether or not it was
 // entered, before the next operation may start. Both see the all-reduce
-// seq of n bytes of dt with op; the operation's turn orders them. A
-// 2-rank 8-byte all-reduce over shared memory takes 0.2-0.6 us; recording
-// its start before it posted (a clock read, a lock, and the request built
-// for it) cost it 0.025-0.035 us (docs/results/2026-11-29/inline-record.txt).
+// seq of n bytes of dt with op; the operation's turn orders them.
+// Recording the start before the operation posted (a clock read, a lock,
+// and the request built for it) would add to a small all-reduce's latency
+// what recording it while it waits hides.
 type InlineRecorder interface {
 	InlineEntered(seq uint64, dt DType, op Op, n int)
 	InlineExited(seq uint64, dt DType, op Op, n int, err error)
@@ -250,9 +250,9 @@ type InlineRecorder interface {
 // Settler is implemented by world communicators whose ranks should stay
 // busy for a while once set up, before the program's first operation:
 // SettleTime is how long (GOCOMM_SETTLE overrides it). comm.Init spends it
-// after a system call, so that the Go runtime's monitor, which polls every
-// 20 us for its first ~50 polls after the process has idled, has slowed
-// down before the first operations run.
+// after a system call, so that the Go runtime's monitor, which polls
+// often for a while after the process has idled, has slowed down before
+// the first operations run.
 type Settler interface {
 	SettleTime() time.Duration
 }
