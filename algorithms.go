@@ -23,9 +23,10 @@ const (
 	Hierarchical = core.Hierarchical
 )
 
-// Algorithms forces the algorithm of each kind of collective (the V
-// variants share their base kind's); a zero field leaves that kind to the
-// cost model:
+// Algorithms forces the algorithm of each kind of collective, one field
+// per kind: AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
+// Gather, Scatter, AllToAll and Barrier (the V variants share their base
+// kind's). A zero field leaves that kind to the cost model:
 //
 //	comm.Options{Algorithms: comm.Algorithms{AllReduce: comm.Ring}}
 type Algorithms = core.Algorithms
