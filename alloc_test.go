@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
 )
 
 // A loop of small blocking collectives over shared memory allocates
@@ -27,7 +26,7 @@ func TestSmallOpsDoNotAllocate(t *testing.T) {
 	if f.name != "shm" {
 		t.Fatalf("factory %q, want shm", f.name)
 	}
-	world := f.make(t, 2, backend.Algorithms{})
+	world := f.make(t, 2, comm.Algorithms{})
 	ctx := context.Background()
 	bufs := [][]float32{make([]float32, 2), make([]float32, 2)}
 	mid := [][]float32{make([]float32, 16<<10), make([]float32, 16<<10)} // 64 KiB: the board's stage
@@ -94,7 +93,7 @@ func TestSmallTCPOpsDoNotAllocate(t *testing.T) {
 	if f.name != "tcp" {
 		t.Fatalf("factory %q, want tcp", f.name)
 	}
-	world := f.make(t, 2, backend.Algorithms{})
+	world := f.make(t, 2, comm.Algorithms{})
 	bufs := [][]float32{make([]float32, 2), make([]float32, 2)}
 	// Under a parent that can be cancelled (a signal.NotifyContext, a
 	// request's), which the operation's context watches once it waits:

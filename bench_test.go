@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
 )
 
 // BenchmarkAllReduce measures all-reduce of float32 among 2 ranks over each
@@ -18,7 +17,7 @@ func BenchmarkAllReduce(b *testing.B) {
 	for _, f := range factories() {
 		for _, size := range []int{8, 1 << 20, 64 << 20} {
 			b.Run(fmt.Sprintf("%s/ranks=2/bytes=%d", f.name, size), func(b *testing.B) {
-				benchAllReduce(b, f.make(b, 2, backend.Algorithms{}), size)
+				benchAllReduce(b, f.make(b, 2, comm.Algorithms{}), size)
 			})
 		}
 	}

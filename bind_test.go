@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/cpubind"
 )
 
@@ -30,7 +31,7 @@ func allowedCPUs(t *testing.T) []int {
 // the CPUs (or, on a machine with one CPU, that nothing was bound).
 func TestBindAuto(t *testing.T) {
 	allowed := allowedCPUs(t)
-	errs, outs := launch(t, 2, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
+	errs, outs := launchRanks(t, 2, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
 	for r := range 2 {
 		if errs[r] != nil {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r])
@@ -68,7 +69,7 @@ func TestBindAutoOversubscribed(t *testing.T) {
 
 func TestBindInvalid(t *testing.T) {
 	getenv := func(k string) string {
-		if k == comm.EnvBind {
+		if k == env.EnvBind {
 			return "cores"
 		}
 		return ""
@@ -117,5 +118,5 @@ func launchBoundTo(t *testing.T, cpus, allowed []int, n int) ([]error, []string)
 			t.Error(err)
 		}
 	}()
-	return launch(t, n, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
+	return launchRanks(t, n, "bind-report", time.Minute, "GOCOMM_BIND=auto", "GOMAXPROCS=")
 }

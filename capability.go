@@ -8,7 +8,10 @@ import "github.com/gocomm/comm/backend"
 //	has_all_reduce_coalesced()   c.Supports(comm.CapAllReduceCoalesced)
 //	has_all_gather_into_tensor() c.Supports(comm.CapAllGatherIntoTensor)
 //	has_reduce_scatter_tensor()  c.Supports(comm.CapReduceScatterTensor)
-//	has_coalescing_manager()     c.Supports(comm.CapCoalescingManager) (false: there is none)
+//
+// torch's has_coalescing_manager has no counterpart: gocomm offers the
+// coalesced collectives and StartBatchSendRecv instead of a general
+// manager.
 type Capability = backend.Capability
 
 // The capabilities (see package backend for each one's meaning).
@@ -17,11 +20,13 @@ const (
 	CapAllGatherCoalesced  = backend.AllGatherCoalesced
 	CapAllGatherIntoTensor = backend.AllGatherIntoTensor
 	CapReduceScatterTensor = backend.ReduceScatterTensor
-	CapCoalescingManager   = backend.CoalescingManager
 	CapInferenceAllReduce  = backend.InferenceAllReduce
 	CapMonitoredBarrier    = backend.MonitoredBarrier
 	CapAnySourceRecv       = backend.AnySourceRecv
 	CapRecvUpTo            = backend.RecvUpTo
+	// CapUserOps: collectives on the communicator run ops made by NewOp
+	// (the mpi backend's do not; PreMulSum's ops run everywhere).
+	CapUserOps = backend.UserOps
 )
 
 // Capabilities lists every Capability, in order.
@@ -29,8 +34,7 @@ func Capabilities() []Capability { return backend.AllCapabilities() }
 
 // Backend is the name of the backend driver the world was opened with
 // ("native", "mpi", or a name given to backend.Register), as torch's
-// get_backend returns it; a group answers for its world, and NewLocalWorld's
-// worlds are "native". Safe for concurrent use.
+// get_backend returns it; a group answers for its world. Safe for concurrent use.
 func (c *Comm) Backend() string {
 	if c == nil {
 		return ""
@@ -47,6 +51,9 @@ func (c *Comm) Backend() string {
 func (c *Comm) Supports(cp Capability) bool {
 	if c == nil || c.be == nil {
 		return false
+	}
+	if cp == CapUserOps {
+		return c.userOps() == nil
 	}
 	if bc, ok := c.be.(backend.Capabilities); ok {
 		return bc.Supports(cp)

@@ -38,14 +38,14 @@ func TestBackendName(t *testing.T) {
 }
 
 // TestSupports: DeepSpeed's has_* queries answer true on the native
-// backend, the coalescing manager false (there is none), and a group this
+// backend, and so does CapUserOps (it runs NewOp's ops); a group this
 // rank is not in, or a value that names no capability, supports nothing.
 func TestSupports(t *testing.T) {
 	world := localWorld(t, 2)
 	want := map[comm.Capability]bool{
 		comm.CapAllReduceCoalesced: true, comm.CapAllGatherCoalesced: true,
 		comm.CapAllGatherIntoTensor: true, comm.CapReduceScatterTensor: true,
-		comm.CapCoalescingManager: false, comm.CapInferenceAllReduce: true,
+		comm.CapUserOps: true, comm.CapInferenceAllReduce: true,
 		comm.CapMonitoredBarrier: true, comm.CapAnySourceRecv: true,
 	}
 	for cp, w := range want {
@@ -73,6 +73,9 @@ func TestSupports(t *testing.T) {
 		return err
 	}))
 	t.Cleanup(func() { testkit.CloseAll(groups) })
+	if groups[1].Supports(comm.CapUserOps) {
+		t.Error("a non-member supports CapUserOps")
+	}
 	if !groups[0].Supports(comm.CapAllReduceCoalesced) || groups[1].Supports(comm.CapAllReduceCoalesced) {
 		t.Errorf("group member supports %v, non-member %v; want true, false",
 			groups[0].Supports(comm.CapAllReduceCoalesced), groups[1].Supports(comm.CapAllReduceCoalesced))
@@ -95,7 +98,7 @@ func TestInitWithInitMethod(t *testing.T) {
 			for r := range world {
 				wg.Go(func() {
 					world[r], errs[r] = comm.Init(ctx, comm.Options{Rank: r, Size: 2, InitMethod: method,
-						ListenHost: "127.0.0.1", Transport: "tcp", Timeout: 30 * time.Second,
+						Transport: comm.TransportOptions{Kind: comm.TransportTCP, ListenHost: "127.0.0.1"}, Timeout: 30 * time.Second,
 						Getenv: func(string) string { return "" }})
 				})
 			}

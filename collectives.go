@@ -28,11 +28,11 @@ func AllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Reduc
 // allReduceInline runs AllReduce straight on the backend when it can
 // (backend.Inliner: a small all-reduce on a shared-memory board), with
 // the flight record and the op timeout of the general path but without
-// its pooled Work and request and its dispatch through Run: 2 ranks, 8
-// bytes, alternating binaries, 6 rounds, 0.68-0.74 -> 0.59-0.63 us
-// against Open MPI's 0.60-0.64 (2026-11-28). The backend tells the flight
-// recorder of the operation from inside it (inlineRecord), its start
-// once the operation waits for its peers. Anything the general path
+// its pooled Work and request and its dispatch through Run, which are a
+// measurable share of a small all-reduce (docs/performance.md). The
+// backend tells the flight recorder of the operation from inside it
+// (inlineRecord), its start once the operation waits for its peers.
+// Anything the general path
 // would refuse or treat specially (invalid arguments, a user-defined op,
 // the comms logger, a closed communicator) goes there.
 func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) (bool, error) {

@@ -1,6 +1,7 @@
 package comm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +16,8 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
-	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
-	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -28,14 +27,17 @@ import (
 const DefaultTimeout = 30 * time.Minute
 
 // Options configures Init. The zero value works: everything unset is taken
-// from the environment (see package env), and with no environment the
-// world is this process alone.
+// from the environment (package env documents the variables), and with no
+// environment the world is this process alone. A field that is set beats
+// the environment variable named on it.
 type Options struct {
-	// Rank and Size of this process in the world. Size 0 means "from the
-	// environment"; when Size is set, Rank must be too.
+	// Rank and Size of this process in the world (RANK and WORLD_SIZE,
+	// or the launcher's equivalents: package env lists them). Size 0
+	// means "from the environment"; when Size is set, Rank must be too.
 	Rank, Size int
-	// LocalRank and LocalSize describe this host's share of the world.
-	// Zero LocalSize means "from the environment", else Size.
+	// LocalRank and LocalSize describe this host's share of the world
+	// (LOCAL_RANK, LOCAL_WORLD_SIZE, or the launcher's). Zero LocalSize
+	// means "from the environment", else Size.
 	LocalRank, LocalSize int
 	// MasterAddr and MasterPort locate the TCP store rank 0 hosts
 	// (MASTER_ADDR, MASTER_PORT).
@@ -49,61 +51,27 @@ type Options struct {
 	InitMethod string
 	// Store replaces the TCP store (a FileStore on a shared file system, a
 	// MemStore for worlds inside one process, or any rendezvous.Store).
+	// No variable mirrors it.
 	Store rendezvous.Store
 	// Backend names the backend driver; "" is "native" (GOCOMM_BACKEND).
 	Backend string
 	// Timeout bounds operations whose context has no deadline, and Init's
-	// rendezvous; 0 is GOCOMM_TIMEOUT, else DefaultTimeout; negative is
-	// an error.
+	// rendezvous; 0 is GOCOMM_TIMEOUT (else DEEPSPEED_TIMEOUT, in
+	// minutes), else DefaultTimeout; negative is an error.
 	Timeout time.Duration
 	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
 	// must use the same one.
 	Secret []byte
-	// Transport is how the native backend reaches peers: "" or "auto"
-	// (shared memory on one host, TCP between hosts), "tcp" or "shm"
-	// (GOCOMM_TRANSPORT).
-	Transport string
-	// HostID replaces the detected host identity (hostname and boot id):
-	// ranks with equal ids share memory. Tests use it to simulate several
-	// hosts on one machine (GOCOMM_HOST_ID).
-	HostID string
-	// SingleCopyBytes is the smallest message that ranks on one host copy
-	// straight out of the sender's memory (Linux process_vm_readv) instead
-	// of through the shared-memory ring, where the kernel allows it
-	// (GOCOMM_SHM_SINGLE_COPY: bytes, or "off"). 0: the default (never
-	// when each rank of the host has a CPU of its own, else 256 KiB);
-	// negative: never.
-	SingleCopyBytes int
-	// SHMStores is how ranks write what their peers on the host read next
-	// (GOCOMM_SHM_STORES): "cached" (plain copies: the peer reads the
-	// lines from the shared cache), "bypass" (stores that bypass the
-	// writer's cache: the peer reads them from memory), or "auto" or ""
-	// (cached when the host's CPUs share one last-level cache, else
-	// bypass). The choice holds for the whole process.
-	SHMStores string
-	// TCPCongestion is the TCP congestion control of the data connections
-	// (GOCOMM_TCP_CONGESTION; Linux): "auto" or "" (reno between ranks of
-	// one host, where pacing (bbr) and delay-based slow-start exit (cubic)
-	// only cost, the system's choice between hosts), "system" (the
-	// system's choice everywhere), or an algorithm the kernel has (reno,
-	// cubic, bbr...) for every connection.
-	TCPCongestion string
-	// ListenHost is the host data connections bind to and publish
-	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the
-	// other ranks can reach (see SocketIfname).
-	ListenHost string
-	// SocketIfname chooses the address data connections bind to and
-	// publish by network interface (GOCOMM_SOCKET_IFNAME, else
-	// GLOO_SOCKET_IFNAME), as NCCL_SOCKET_IFNAME does: "eth" matches eth0,
-	// eth1...; "=eth0" exactly eth0; "^docker,lo" anything but those.
-	// Unset, the address is that of the route to the master's host
-	// (MASTER_ADDR), or 127.0.0.1 when the master is on loopback.
-	SocketIfname string
 	// Algorithms forces algorithms per operation (GOCOMM_ALGO_<OP>, e.g.
-	// GOCOMM_ALGO_ALLREDUCE=ring); the zero value leaves them to the cost
-	// model.
-	Algorithms backend.Algorithms
-	// Logger receives diagnostics; nil discards them.
+	// GOCOMM_ALGO_ALLREDUCE=ring, for each field left zero); the zero
+	// value leaves them to the cost model.
+	Algorithms Algorithms
+	// Transport holds the native backend's knobs: how ranks reach each
+	// other and how bytes move (GOCOMM_TRANSPORT and the others named on
+	// its fields).
+	Transport TransportOptions
+	// Logger receives diagnostics; nil discards them, unless GOCOMM_DEBUG
+	// asks for them on standard error.
 	Logger *slog.Logger
 	// Getenv replaces os.Getenv (tests); nil is os.Getenv.
 	Getenv func(string) string
@@ -120,6 +88,75 @@ type Options struct {
 	// (GOCOMM_FLIGHT_RECORDER_SIGNAL): "1" or "stderr" to standard error,
 	// else into that directory. "" leaves SIGUSR1 alone.
 	FlightRecorderSignal string
+}
+
+// TransportOptions are the native backend's knobs (other backends ignore
+// them). Each zero field is taken from the environment variable named on
+// it; package env and docs/tuning.md say when to change one.
+type TransportOptions struct {
+	// Kind is how ranks reach each other (GOCOMM_TRANSPORT).
+	Kind TransportKind
+	// HostID replaces the detected host identity (hostname and boot id):
+	// ranks with equal ids share memory. Tests use it to simulate several
+	// hosts on one machine (GOCOMM_HOST_ID).
+	HostID string
+	// ListenHost is the host data connections bind to and publish
+	// (GOCOMM_SOCKET_HOST); "" lets the backend choose an address the
+	// other ranks can reach (see SocketIfname).
+	ListenHost string
+	// SocketIfname chooses the address data connections bind to and
+	// publish by network interface (GOCOMM_SOCKET_IFNAME, else
+	// GLOO_SOCKET_IFNAME), as NCCL_SOCKET_IFNAME does: "eth" matches eth0,
+	// eth1...; "=eth0" exactly eth0; "^docker,lo" anything but those.
+	// Unset, the address is that of the route to the master's host
+	// (MASTER_ADDR), or 127.0.0.1 when the master is on loopback.
+	SocketIfname string
+	// TCPCongestion is the TCP congestion control of the data connections
+	// (GOCOMM_TCP_CONGESTION; Linux): "auto" or "" (reno between ranks of
+	// one host, where pacing (bbr) and delay-based slow-start exit (cubic)
+	// only cost, the system's choice between hosts), "system" (the
+	// system's choice everywhere), or an algorithm the kernel has (reno,
+	// cubic, bbr...) for every connection.
+	TCPCongestion string
+	// SHMStores is how ranks write what their peers on the host read next
+	// (GOCOMM_SHM_STORES): "cached" (plain copies: the peer reads the
+	// lines from the shared cache), "bypass" (stores that bypass the
+	// writer's cache: the peer reads them from memory), or "auto" or ""
+	// (cached when the host's CPUs share one last-level cache, else
+	// bypass). The choice holds for the whole process.
+	SHMStores string
+	// SingleCopyBytes is the smallest message that ranks on one host copy
+	// straight out of the sender's memory (Linux process_vm_readv) instead
+	// of through the shared-memory ring, where the kernel allows it
+	// (GOCOMM_SHM_SINGLE_COPY: bytes, or "off"). 0: the default (never
+	// when each rank of the host has a CPU of its own, else 256 KiB);
+	// negative: never.
+	SingleCopyBytes int
+}
+
+// TransportKind says how the native backend's ranks reach each other.
+type TransportKind string
+
+// The transport kinds (GOCOMM_TRANSPORT takes the same strings).
+const (
+	// TransportAuto: shared memory between ranks of one host, TCP between
+	// hosts. The zero value, which GOCOMM_TRANSPORT may override; "auto"
+	// set explicitly does not let it.
+	TransportAuto TransportKind = ""
+	// TransportTCP: TCP to every peer.
+	TransportTCP TransportKind = "tcp"
+	// TransportSHM: shared memory to every peer; every rank must be on
+	// one host.
+	TransportSHM TransportKind = "shm"
+)
+
+// String returns the kind as GOCOMM_TRANSPORT spells it ("auto" for the
+// zero value).
+func (k TransportKind) String() string {
+	if k == TransportAuto {
+		return "auto"
+	}
+	return string(k)
 }
 
 // Comm is a communicator: the world, or a group of it. Collectives are
@@ -174,7 +211,56 @@ type Comm struct {
 	closed atomic.Bool
 }
 
-// Init joins the world described by opts and the environment.
+// Init joins the world described by opts and the environment, and returns
+// this process's world communicator; Close it when done.
+//
+// What it reads, in order (a field of opts that is set beats the variable
+// it mirrors; package env documents every variable):
+//  1. The world: opts.Rank and opts.Size, else the launcher's variables,
+//     looked for in this order: torchrun's (RANK, WORLD_SIZE, LOCAL_RANK,
+//     LOCAL_WORLD_SIZE; also DeepSpeed, Kubeflow, commrun and
+//     launch.Spawn), Open MPI's (OMPI_COMM_WORLD_*), PMI's (PMI_RANK,
+//     PMI_SIZE: MPICH, Hydra, Intel MPI), SLURM's (SLURM_PROCID,
+//     SLURM_NTASKS). With none of them and opts.Size 0 the world is this
+//     process alone: a world of one, which needs no meeting place.
+//  2. gocomm's knobs for the fields opts left unset: GOCOMM_BACKEND,
+//     GOCOMM_TIMEOUT, GOCOMM_SECRET, the transport's (Options.Transport),
+//     GOCOMM_ALGO_<OP>, GOCOMM_BIND, GOCOMM_SETTLE, GOCOMM_DEBUG and the
+//     comms logger's GOCOMM_PROFILE*.
+//  3. The meeting place of a world of several ranks: opts.Store, else
+//     opts.MasterAddr/MasterPort, else opts.InitMethod, else the
+//     launcher's (MASTER_ADDR and MASTER_PORT, torchrun's agent store, a
+//     file named by the MPI job), else GOCOMM_INIT_METHOD. Rank 0 hosts a
+//     TCP store there unless the store already exists.
+//
+// A missing or malformed variable is an error wrapping ErrEnvironment that
+// names it and says what to set.
+//
+// Init blocks until every rank of the world has joined (each connects to
+// the others through the meeting place), ctx is done, or the timeout
+// passes: opts.Timeout, else GOCOMM_TIMEOUT, else DefaultTimeout (30
+// minutes). The same timeout later bounds every operation whose ctx has
+// no deadline.
+//
+// What it does to the process, and how to turn each off:
+//   - GOCOMM_BIND (unset by default: nothing) binds the process to CPUs,
+//     auto by local rank or a CPU list; GOMAXPROCS then follows the bound
+//     CPUs, and with auto and more local ranks than CPUs it becomes the
+//     rank's share of them. Init leaves GOMAXPROCS alone when the program
+//     chose it (the GOMAXPROCS variable, or runtime.GOMAXPROCS called
+//     before Init); leave GOCOMM_BIND unset to bind nothing.
+//   - Settling: in a world of several ranks Init's last step keeps the
+//     calling goroutine busy on its CPU for a while (the backend's choice:
+//     20ms on the native backend when its shared-memory waits keep their
+//     CPU, 10ms on mpi; else none), so that the Go runtime's monitor has
+//     calmed down before the first operations run. GOCOMM_SETTLE sets
+//     the time; GOCOMM_SETTLE=0 turns it off.
+//   - In a world of several ranks a goroutine polls the store for other
+//     ranks' failure reports (the flight recorder's exchange) until
+//     Close. The comms logger, the flight recorder's HTTP endpoint and
+//     its SIGUSR1 dump run only when asked for (Options.Profile,
+//     Options.DebugAddr, Options.FlightRecorderSignal, or their
+//     variables).
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if ctx == nil {
 		return nil, errNilContext("Init")
@@ -195,9 +281,8 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		}
 		// The runtime would lower GOMAXPROCS to the bound CPUs within a
 		// second or so; meanwhile more Ps than CPUs put runtime threads
-		// beside the rank's spinning one (p99 of a 2-rank 8-byte
-		// all-reduce ~10 us instead of ~2.5). Unless the program chose
-		// GOMAXPROCS, follow the binding now.
+		// beside the rank's spinning one and stretch its tail latency.
+		// Unless the program chose GOMAXPROCS, follow the binding now.
 		if !procsChosen {
 			runtime.SetDefaultGOMAXPROCS()
 		}
@@ -279,7 +364,10 @@ func newWorld(be backend.Comm, timeout time.Duration, log *slog.Logger) *Comm {
 
 // NewLocalWorld returns a world of n ranks inside this process, connected by
 // in-memory channels: for tests and for programs that want collectives
-// among goroutines. Each *Comm is used by its own goroutine(s).
+// among goroutines. Each *Comm is used by its own goroutine(s). It opens
+// the world through the driver Options.Backend names ("" is "native"),
+// which must be a backend.LocalOpener; it reads no environment, and of
+// Options it uses Backend, Timeout, Algorithms, Logger and Profile.
 func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: NewLocalWorld: size %d, want >= 1", ErrInvalid, n)
@@ -295,12 +383,21 @@ func NewLocalWorld(n int, opts Options) ([]*Comm, error) {
 	if err != nil {
 		return nil, err
 	}
-	eps := transport.NewInprocWorld(n, transport.InprocOptions{})
+	name := cmp.Or(opts.Backend, "native")
+	bes, err := backend.OpenLocal(name, n, backend.Config{Size: n, Timeout: timeout, Algorithms: opts.Algorithms, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("comm: NewLocalWorld: %w", err)
+	}
+	if len(bes) != n {
+		for _, be := range bes {
+			be.Close()
+		}
+		return nil, fmt.Errorf("comm: NewLocalWorld: backend %q opened %d ranks, want %d", name, len(bes), n)
+	}
 	world := make([]*Comm, n)
-	for i, ep := range eps {
-		be := native.NewWorld(ep, backend.Config{Rank: i, Size: n, Timeout: timeout, Algorithms: opts.Algorithms, Logger: opts.Logger})
+	for i, be := range bes {
 		world[i] = newWorld(be, timeout, opts.Logger)
-		world[i].backendName = "native"
+		world[i].backendName = name
 		world[i].prof = newProfiler(prof, i)
 	}
 	return world, nil

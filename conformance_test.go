@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
@@ -21,12 +20,12 @@ import (
 // worldFactory builds a world of n ranks in this process.
 type worldFactory struct {
 	name string
-	make func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm
+	make func(t testing.TB, n int, algs comm.Algorithms) []*comm.Comm
 }
 
 func factories() []worldFactory {
 	return []worldFactory{
-		{"inproc", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+		{"inproc", func(t testing.TB, n int, algs comm.Algorithms) []*comm.Comm {
 			w, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute, Algorithms: algs})
 			if err != nil {
 				t.Fatal(err)
@@ -34,15 +33,15 @@ func factories() []worldFactory {
 			t.Cleanup(func() { closeAll(w) })
 			return w
 		}},
-		{"tcp", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
-			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Transport: "tcp"})
+		{"tcp", func(t testing.TB, n int, algs comm.Algorithms) []*comm.Comm {
+			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Transport: comm.TransportOptions{Kind: comm.TransportTCP}})
 		}},
 		// Shared memory between all ranks; and two simulated hosts (even and
 		// odd ranks), shared memory inside each and TCP between them.
-		{"shm", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+		{"shm", func(t testing.TB, n int, algs comm.Algorithms) []*comm.Comm {
 			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Backend: "native-shm"})
 		}},
-		{"hybrid", func(t testing.TB, n int, algs backend.Algorithms) []*comm.Comm {
+		{"hybrid", func(t testing.TB, n int, algs comm.Algorithms) []*comm.Comm {
 			return tcpWorld(t, n, comm.Options{Timeout: time.Minute, Algorithms: algs, Backend: "native-2hosts"})
 		}},
 	}
@@ -81,7 +80,7 @@ func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
 		go func() {
 			defer wg.Done()
 			o := opts
-			o.Rank, o.Size, o.Store, o.ListenHost = i, n, store, "127.0.0.1"
+			o.Rank, o.Size, o.Store, o.Transport.ListenHost = i, n, store, "127.0.0.1"
 			o.Getenv = func(string) string { return "" }
 			w[i], errs[i] = comm.Init(ctx, o)
 		}()
@@ -103,18 +102,18 @@ func closeAll(w []*comm.Comm) { testkit.CloseAll(w) }
 // algorithmSweeps force each algorithm family on every collective that has it.
 var algorithmSweeps = []struct {
 	name string
-	algs backend.Algorithms
+	algs comm.Algorithms
 }{
-	{"ring", backend.Algorithms{AllReduce: algo.Ring, Broadcast: algo.Ring, AllGather: algo.Ring, ReduceScatter: algo.Ring}},
-	{"recursive-doubling", backend.Algorithms{AllReduce: algo.RecursiveDoubling, AllGather: algo.RecursiveDoubling, Barrier: algo.RecursiveDoubling}},
-	{"halving-doubling", backend.Algorithms{AllReduce: algo.HalvingDoubling, ReduceScatter: algo.HalvingDoubling}},
-	{"tree", backend.Algorithms{AllReduce: algo.Tree, Reduce: algo.Tree, Broadcast: algo.Tree, AllGather: algo.Tree,
-		ReduceScatter: algo.Tree, Gather: algo.Tree, Scatter: algo.Tree, Barrier: algo.Tree}},
-	{"linear", backend.Algorithms{AllReduce: algo.Linear, Reduce: algo.Linear, Broadcast: algo.Linear, Gather: algo.Linear, Scatter: algo.Linear, AllToAll: algo.Linear}},
-	{"pairwise", backend.Algorithms{AllToAll: algo.Pairwise}},
+	{"ring", comm.Algorithms{AllReduce: comm.Ring, Broadcast: comm.Ring, AllGather: comm.Ring, ReduceScatter: comm.Ring}},
+	{"recursive-doubling", comm.Algorithms{AllReduce: comm.RecursiveDoubling, AllGather: comm.RecursiveDoubling, Barrier: comm.RecursiveDoubling}},
+	{"halving-doubling", comm.Algorithms{AllReduce: comm.HalvingDoubling, ReduceScatter: comm.HalvingDoubling}},
+	{"tree", comm.Algorithms{AllReduce: comm.Tree, Reduce: comm.Tree, Broadcast: comm.Tree, AllGather: comm.Tree,
+		ReduceScatter: comm.Tree, Gather: comm.Tree, Scatter: comm.Tree, Barrier: comm.Tree}},
+	{"linear", comm.Algorithms{AllReduce: comm.Linear, Reduce: comm.Linear, Broadcast: comm.Linear, Gather: comm.Linear, Scatter: comm.Linear, AllToAll: comm.Linear}},
+	{"pairwise", comm.Algorithms{AllToAll: comm.Pairwise}},
 	// Hierarchical where the world spans several hosts (the hybrid factory
 	// simulates two); elsewhere it falls back to the flat cost model.
-	{"hierarchical", backend.Algorithms{AllReduce: algo.Hierarchical, Broadcast: algo.Hierarchical}},
+	{"hierarchical", comm.Algorithms{AllReduce: comm.Hierarchical, Broadcast: comm.Hierarchical}},
 }
 
 // TestConformance runs the conformance suite on every transport, world sizes
@@ -124,10 +123,10 @@ var algorithmSweeps = []struct {
 func TestConformance(t *testing.T) {
 	type run struct {
 		name  string
-		algs  backend.Algorithms
+		algs  comm.Algorithms
 		cases []conformance.Case
 	}
-	runs := []run{{"auto", backend.Algorithms{}, conformance.Cases(conformance.Options{Large: true})}}
+	runs := []run{{"auto", comm.Algorithms{}, conformance.Cases(conformance.Options{Large: true})}}
 	for _, s := range algorithmSweeps {
 		runs = append(runs, run{s.name, s.algs, conformance.QuickCases()})
 	}
@@ -197,7 +196,7 @@ func TestConformanceThresholds(t *testing.T) {
 		for _, n := range matrixSizes(f.name, []int{1, 2, 3, 4, 5, 6, 7, 8}) {
 			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
 				t.Parallel()
-				world := f.make(t, n, backend.Algorithms{})
+				world := f.make(t, n, comm.Algorithms{})
 				if err := conformance.RunLocal(context.Background(), world, conformance.ThresholdCases(n), 5*time.Minute); err != nil {
 					t.Fatal(err)
 				}
@@ -232,7 +231,7 @@ func TestConformanceRandomProgram(t *testing.T) {
 		for _, n := range sizes {
 			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
 				t.Parallel()
-				world := f.make(t, n, backend.Algorithms{})
+				world := f.make(t, n, comm.Algorithms{})
 				cs := conformance.RandomProgram(uint64(n)*1000+7, 300)
 				if err := conformance.RunLocal(context.Background(), world, []conformance.Case{cs}, 5*time.Minute); err != nil {
 					t.Fatal(err)

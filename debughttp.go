@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/env"
 )
 
 // debugServer is a world's debug endpoints; the zero value has none.
@@ -41,11 +42,11 @@ type debugServer struct {
 func debugListenAddr(addr string, l int) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("comm: %s=%q: want host:port, such as 127.0.0.1:6060: %w", EnvDebugAddr, addr, err)
+		return "", fmt.Errorf("comm: %s=%q: want host:port, such as 127.0.0.1:6060: %w", env.EnvDebugAddr, addr, err)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 0 || p+l > 65535 {
-		return "", fmt.Errorf("comm: %s=%q: port %q is not a TCP port (local rank %d serves on port+%d)", EnvDebugAddr, addr, port, l, l)
+		return "", fmt.Errorf("comm: %s=%q: port %q is not a TCP port (local rank %d serves on port+%d)", env.EnvDebugAddr, addr, port, l, l)
 	}
 	if p > 0 {
 		p += l
@@ -62,7 +63,7 @@ func (f *flightWorld) startHTTP(addr string, localRank int) error {
 	}
 	ln, err := net.Listen("tcp", at)
 	if err != nil {
-		return fmt.Errorf("comm: debug endpoint (%s=%q): %w", EnvDebugAddr, addr, err)
+		return fmt.Errorf("comm: debug endpoint (%s=%q): %w", env.EnvDebugAddr, addr, err)
 	}
 	mux := http.NewServeMux()
 	serve := func(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +93,7 @@ func (f *flightWorld) startHTTP(addr string, localRank int) error {
 // as gocomm-flightrec-rank<r>.json.
 func (f *flightWorld) startSignal(to string, stderr io.Writer) error {
 	if len(dumpSignals) == 0 {
-		return fmt.Errorf("comm: %s: this system has no SIGUSR1", EnvFlightRecorderSignal)
+		return fmt.Errorf("comm: %s: this system has no SIGUSR1", env.EnvFlightRecorderSignal)
 	}
 	d := &f.debug
 	d.mu.Lock()
@@ -164,16 +165,6 @@ func (f *flightWorld) stopDebug() error {
 	return err
 }
 
-// Variables of the flight recorder's debug endpoints.
-const (
-	// EnvDebugAddr: "host:port" of the flight recorders' JSON over HTTP
-	// (Options.DebugAddr).
-	EnvDebugAddr = "GOCOMM_DEBUG_ADDR"
-	// EnvFlightRecorderSignal: dump the flight recorders on SIGUSR1, to
-	// stderr ("1") or into a directory (Options.FlightRecorderSignal).
-	EnvFlightRecorderSignal = "GOCOMM_FLIGHT_RECORDER_SIGNAL"
-)
-
 // startFlight starts what a world Init made serves its flight recorders
 // with: the watcher that answers the other ranks' timeouts, and the
 // endpoints opts or the environment ask for.
@@ -185,8 +176,8 @@ func (c *Comm) startFlight(opts Options) error {
 	if err := c.startFlightExchange(); err != nil {
 		return err
 	}
-	addr := cmp.Or(opts.DebugAddr, getenv(EnvDebugAddr))
-	to := cmp.Or(opts.FlightRecorderSignal, getenv(EnvFlightRecorderSignal))
+	addr := cmp.Or(opts.DebugAddr, getenv(env.EnvDebugAddr))
+	to := cmp.Or(opts.FlightRecorderSignal, getenv(env.EnvFlightRecorderSignal))
 	if to == "0" {
 		to = ""
 	}

@@ -2,80 +2,12 @@ package comm
 
 // The environment contract is package env's: the variables launchers set,
 // the launcher families, Environment and the choice of the meeting place.
-// These are its names as package comm has always exported them; Init reads
-// the environment through package env (options.go).
+// Package comm exports the types Init's results are made of; the
+// variables' names are package env's (env.EnvRank, ...).
 
 import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/env"
-)
-
-// Environment variables of the contract (package env documents them).
-const (
-	// torchrun, DeepSpeed, Kubeflow, commrun.
-	EnvRank           = env.EnvRank
-	EnvWorldSize      = env.EnvWorldSize
-	EnvLocalRank      = env.EnvLocalRank
-	EnvLocalWorldSize = env.EnvLocalWorldSize
-	EnvGroupRank      = env.EnvGroupRank
-	EnvGroupWorldSize = env.EnvGroupWorldSize
-	EnvMasterAddr     = env.EnvMasterAddr
-	EnvMasterPort     = env.EnvMasterPort
-	// torchrun's agent already hosts a TCP store at MASTER_ADDR:MASTER_PORT
-	// when this is "True".
-	EnvUseAgentStore = env.EnvUseAgentStore
-	EnvRestartCount  = env.EnvRestartCount
-	EnvRunID         = env.EnvRunID
-
-	// Open MPI.
-	EnvOMPIRank      = env.EnvOMPIRank
-	EnvOMPISize      = env.EnvOMPISize
-	EnvOMPILocalRank = env.EnvOMPILocalRank
-	EnvOMPILocalSize = env.EnvOMPILocalSize
-
-	// MPICH, Hydra, Intel MPI (PMI).
-	EnvPMIRank       = env.EnvPMIRank
-	EnvPMISize       = env.EnvPMISize
-	EnvPMILocalRank  = env.EnvPMILocalRank
-	EnvPMILocalRanks = env.EnvPMILocalRanks
-
-	// SLURM.
-	EnvSlurmProcID    = env.EnvSlurmProcID
-	EnvSlurmNTasks    = env.EnvSlurmNTasks
-	EnvSlurmLocalID   = env.EnvSlurmLocalID
-	EnvSlurmNodeID    = env.EnvSlurmNodeID
-	EnvSlurmJobID     = env.EnvSlurmJobID
-	EnvSlurmStepID    = env.EnvSlurmStepID
-	EnvSlurmNodeList  = env.EnvSlurmNodeList
-	EnvSlurmStepNodes = env.EnvSlurmStepNodes
-
-	// gocomm's own knobs (see the table on Environment).
-	EnvBackend    = env.EnvBackend
-	EnvTimeout    = env.EnvTimeout
-	EnvAlgoPrefix = env.EnvAlgoPrefix
-	EnvSecret     = env.EnvSecret
-	EnvStoreAuth  = env.EnvStoreAuth
-	EnvSocketHost = env.EnvSocketHost
-	// EnvSocketIfname chooses the data connections' address by interface
-	// name; GLOO_SOCKET_IFNAME is read when it is unset.
-	EnvSocketIfname  = env.EnvSocketIfname
-	EnvGlooIfname    = env.EnvGlooIfname
-	EnvTransport     = env.EnvTransport
-	EnvHostID        = env.EnvHostID
-	EnvSingleCopy    = env.EnvSingleCopy
-	EnvSHMStores     = env.EnvSHMStores
-	EnvTCPCongestion = env.EnvTCPCongestion
-	// EnvBind binds the rank's process to CPUs: none (default), auto (its
-	// share of the host's CPUs, by local rank) or a CPU list such as 0-3.
-	EnvBind = env.EnvBind
-	// EnvSettle is how long Init keeps a rank busy once set up (a
-	// duration, or 0); the default is the backend's (10ms on mpi).
-	EnvSettle     = env.EnvSettle
-	EnvInitMethod = env.EnvInitMethod
-	EnvDebug      = env.EnvDebug
-	EnvProfile    = env.EnvProfile
-	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
-	EnvDeepSpeedTimeout = env.EnvDeepSpeedTimeout
 )
 
 // ErrEnvironment is wrapped by every error Init returns because the

@@ -109,7 +109,7 @@ func TestResolveKnobs(t *testing.T) {
 		{"", 0, 0}, {"GOCOMM_SHM_SINGLE_COPY=1048576", 0, 1 << 20}, {"GOCOMM_SHM_SINGLE_COPY=off", 0, -1},
 		{"GOCOMM_SHM_SINGLE_COPY=0", 0, -1}, {"GOCOMM_SHM_SINGLE_COPY=off", 4096, 4096},
 	} {
-		cfg, err := resolve(Options{SingleCopyBytes: tt.opt, Getenv: envOf(tt.env)})
+		cfg, err := resolve(Options{Transport: TransportOptions{SingleCopyBytes: tt.opt}, Getenv: envOf(tt.env)})
 		if err != nil || cfg.transport.SingleCopyBytes != tt.want {
 			t.Errorf("%q with Options %d: single copy from %d bytes, %v; want %d", tt.env, tt.opt, cfg.transport.SingleCopyBytes, err, tt.want)
 		}
@@ -118,7 +118,7 @@ func TestResolveKnobs(t *testing.T) {
 	for _, tt := range []struct{ env, opt, want string }{
 		{"", "", ""}, {"GOCOMM_SHM_STORES=cached", "", "cached"}, {"GOCOMM_SHM_STORES=bypass", "auto", "auto"},
 	} {
-		cfg, err := resolve(Options{SHMStores: tt.opt, Getenv: envOf(tt.env)})
+		cfg, err := resolve(Options{Transport: TransportOptions{SHMStores: tt.opt}, Getenv: envOf(tt.env)})
 		if err != nil || cfg.transport.SHMStores != tt.want {
 			t.Errorf("%q with Options %q: stores %q, %v; want %q", tt.env, tt.opt, cfg.transport.SHMStores, err, tt.want)
 		}
@@ -126,7 +126,7 @@ func TestResolveKnobs(t *testing.T) {
 	for _, tt := range []struct{ env, opt, want string }{
 		{"", "", ""}, {"GOCOMM_TCP_CONGESTION=system", "", "system"}, {"GOCOMM_TCP_CONGESTION=system", "auto", "auto"},
 	} {
-		cfg, err := resolve(Options{TCPCongestion: tt.opt, Getenv: envOf(tt.env)})
+		cfg, err := resolve(Options{Transport: TransportOptions{TCPCongestion: tt.opt}, Getenv: envOf(tt.env)})
 		if err != nil || cfg.transport.TCPCongestion != tt.want {
 			t.Errorf("%q with Options %q: congestion %q, %v; want %q", tt.env, tt.opt, cfg.transport.TCPCongestion, err, tt.want)
 		}
@@ -201,7 +201,7 @@ func initWorld(t *testing.T, n int, env func(rank int) []string) []*Comm {
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			w[r], errs[r] = Init(ctx, Options{ListenHost: "127.0.0.1", Timeout: 20 * time.Second, Getenv: envOf(env(r)...)})
+			w[r], errs[r] = Init(ctx, Options{Transport: TransportOptions{ListenHost: "127.0.0.1"}, Timeout: 20 * time.Second, Getenv: envOf(env(r)...)})
 		})
 	}
 	wg.Wait()

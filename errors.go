@@ -3,9 +3,7 @@ package comm
 import (
 	"errors"
 
-	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
-	"github.com/gocomm/comm/internal/transport"
 )
 
 // Errors returned by gocomm, matched with errors.Is. Failures of an
@@ -13,22 +11,22 @@ import (
 // the peer and the sequence number.
 var (
 	// ErrClosed: the communicator (or its world) was closed.
-	ErrClosed = transport.ErrClosed
+	ErrClosed = core.ErrClosed
 	// ErrAborted: an earlier failure, on this rank or another, aborted the
 	// world; the chain holds the cause.
-	ErrAborted = transport.ErrAborted
+	ErrAborted = core.ErrAborted
 	// ErrPeerLost: a peer died or its connection broke.
-	ErrPeerLost = transport.ErrPeerLost
+	ErrPeerLost = core.ErrPeerLost
 	// ErrPeerClosed: a peer closed its communicator while this rank needed it.
-	ErrPeerClosed = transport.ErrPeerClosed
+	ErrPeerClosed = core.ErrPeerClosed
 	// ErrMismatch: ranks called different collectives (or the same one with
 	// different counts, roots, types or ops) at the same point.
-	ErrMismatch = transport.ErrMismatch
+	ErrMismatch = core.ErrMismatch
 	// ErrLength: a message's length differs from what this rank expected
 	// (split sizes or counts that disagree across ranks).
-	ErrLength = transport.ErrLength
+	ErrLength = core.ErrLength
 	// ErrBarrierTimeout: some ranks did not reach a MonitoredBarrier in time.
-	ErrBarrierTimeout = backend.ErrBarrierTimeout
+	ErrBarrierTimeout = core.ErrBarrierTimeout
 	// ErrInvalid: an argument is wrong (length, root, rank, op for the type,
 	// counts); the message says what to fix. Returned before anything is
 	// sent. A collective's invalid argument aborts the world, and the
@@ -39,10 +37,10 @@ var (
 )
 
 // OpError is the error of a failed operation.
-type OpError = backend.OpError
+type OpError = core.OpError
 
 // MismatchError reports a collective called differently across ranks.
-type MismatchError = transport.MismatchError
+type MismatchError = core.MismatchError
 
 // BarrierError names the ranks that missed a MonitoredBarrier.
-type BarrierError = backend.BarrierError
+type BarrierError = core.BarrierError

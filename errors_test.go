@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
 )
 
 // each runs f on every rank of a fresh world of n ranks, for every
@@ -17,7 +16,7 @@ import (
 func forEachTransport(t *testing.T, n int, f func(t *testing.T, run func(func(ctx context.Context, c *comm.Comm) error) []error)) {
 	for _, fac := range factories() {
 		t.Run(fac.name, func(t *testing.T) {
-			world := fac.make(t, n, backend.Algorithms{})
+			world := fac.make(t, n, comm.Algorithms{})
 			f(t, func(body func(ctx context.Context, c *comm.Comm) error) []error {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()

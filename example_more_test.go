@@ -62,11 +62,11 @@ func ExampleRecvUpTo() {
 
 // Every rank passes a value to its right-hand neighbour in a ring, all
 // sends and receives started at once.
-func ExampleBatchSendRecv() {
+func ExampleStartBatchSendRecv() {
 	forRanks(3, func(ctx context.Context, c *comm.Comm) (string, error) {
 		right, left := (c.Rank()+1)%c.Size(), (c.Rank()+c.Size()-1)%c.Size()
 		in := make([]int32, 1)
-		err := comm.BatchSendRecv(ctx, c, []comm.P2POp[int32]{
+		err := comm.StartBatchSendRecv(ctx, c, []comm.P2POp[int32]{
 			{Send: true, Buf: []int32{int32(c.Rank())}, Peer: right},
 			{Buf: in, Peer: left},
 		}).Wait()
@@ -81,15 +81,15 @@ func ExampleBatchSendRecv() {
 // What torch's get_backend and DeepSpeed's has_* queries ask.
 func ExampleComm_Supports() {
 	forRanks(1, func(ctx context.Context, c *comm.Comm) (string, error) {
-		return fmt.Sprintf("backend %s: all_reduce_coalesced %v, reduce_scatter_tensor %v, all_gather_into_tensor %v, coalescing_manager %v",
+		return fmt.Sprintf("backend %s: all_reduce_coalesced %v, reduce_scatter_tensor %v, all_gather_into_tensor %v, user ops %v",
 			c.Backend(),
 			c.Supports(comm.CapAllReduceCoalesced),
 			c.Supports(comm.CapReduceScatterTensor),
 			c.Supports(comm.CapAllGatherIntoTensor),
-			c.Supports(comm.CapCoalescingManager)), nil
+			c.Supports(comm.CapUserOps)), nil
 	})
 	// Output:
-	// rank 0: backend native: all_reduce_coalesced true, reduce_scatter_tensor true, all_gather_into_tensor true, coalescing_manager false
+	// rank 0: backend native: all_reduce_coalesced true, reduce_scatter_tensor true, all_gather_into_tensor true, user ops true
 }
 
 // Buffers every rank on the host maps: an all-reduce of them reads the

@@ -22,7 +22,7 @@ func TestOptionsInitMethod(t *testing.T) {
 	}{
 		{"tcp", Options{InitMethod: "tcp://opt-host:3333"}, Rendezvous{Kind: RendezvousTCP, Addr: "opt-host:3333"}, "Options.InitMethod"},
 		{"file", Options{InitMethod: "file:///shared/job.store"}, Rendezvous{Kind: RendezvousFile, Path: "/shared/job.store"}, "Options.InitMethod"},
-		{"env:// is the environment's choice", Options{InitMethod: "env://"}, Rendezvous{Kind: RendezvousTCP, Addr: "env-host:1111"}, EnvInitMethod},
+		{"env:// is the environment's choice", Options{InitMethod: "env://"}, Rendezvous{Kind: RendezvousTCP, Addr: "env-host:1111"}, env.EnvInitMethod},
 		{"MasterAddr wins", Options{InitMethod: "tcp://opt-host:3333", MasterAddr: "ma", MasterPort: 4444}, Rendezvous{Kind: RendezvousTCP, Addr: "ma:4444"}, "Options.MasterAddr/MasterPort"},
 	}
 	for _, tt := range tests {

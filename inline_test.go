@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
 )
 
 // A blocking AllReduce on a shared-memory world runs straight on the board
@@ -17,7 +16,7 @@ import (
 // backend yet), give the same results, and leave the same flight record
 // as the general path.
 func TestAllReduceInline(t *testing.T) {
-	world := factories()[2].make(t, 2, backend.Algorithms{}) // shm
+	world := factories()[2].make(t, 2, comm.Algorithms{}) // shm
 	ctx := context.Background()
 	const rounds = 50
 	var wg sync.WaitGroup
@@ -76,7 +75,7 @@ func TestAllReduceInline(t *testing.T) {
 // An all-reduce whose arguments the general path refuses is refused the
 // same way on a world that runs all-reduces inline.
 func TestAllReduceInlineRefusesBadArguments(t *testing.T) {
-	world := factories()[2].make(t, 2, backend.Algorithms{}) // shm
+	world := factories()[2].make(t, 2, comm.Algorithms{}) // shm
 	err := comm.AllReduce(context.Background(), world[0], make([]float32, 2), make([]float32, 3), comm.Sum)
 	if err == nil || !errors.Is(err, comm.ErrInvalid) {
 		t.Fatalf("lengths 2 and 3: %v, want an error wrapping ErrInvalid", err)
@@ -89,7 +88,7 @@ func TestAllReduceInlineRefusesBadArguments(t *testing.T) {
 // pending, and one that fails before it posts (the world aborted) must
 // be there as failed.
 func TestAllReduceInlineFlightRecord(t *testing.T) {
-	world := factories()[2].make(t, 2, backend.Algorithms{}) // shm
+	world := factories()[2].make(t, 2, comm.Algorithms{}) // shm
 	ctx := context.Background()
 	lastAllReduce := func(c *comm.Comm) (comm.FlightOp, int) {
 		fc := c.FlightRecorder().Snapshot().Comms[0]

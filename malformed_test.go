@@ -171,8 +171,8 @@ var receiverCalls = map[string]receiverCall{
 		return err
 	}},
 	"StartRecvUpTo": {call: func(ctx context.Context, c *comm.Comm) error { return comm.StartRecvUpTo(ctx, c, buf(2), 1, 0).Wait() }},
-	"BatchSendRecv": {call: func(ctx context.Context, c *comm.Comm) error {
-		return comm.BatchSendRecv(ctx, c, []comm.P2POp[float32]{{Send: true, Buf: buf(2), Peer: 1}}).Wait()
+	"StartBatchSendRecv": {call: func(ctx context.Context, c *comm.Comm) error {
+		return comm.StartBatchSendRecv(ctx, c, []comm.P2POp[float32]{{Send: true, Buf: buf(2), Peer: 1}}).Wait()
 	}},
 	"AllocShared": {call: func(ctx context.Context, c *comm.Comm) error {
 		_, err := comm.AllocShared[float32](ctx, c, 8)
@@ -197,7 +197,6 @@ var receiverCalls = map[string]receiverCall{
 		}
 		return c.FreeOp(op)
 	}},
-	"Comm.UserOps": {call: func(ctx context.Context, c *comm.Comm) error { return c.UserOps() }, afterClose: true},
 	"Comm.NewGroup": {call: func(ctx context.Context, c *comm.Comm) error {
 		_, err := c.NewGroup(ctx, []int{0})
 		return err
@@ -577,13 +576,13 @@ var malformedCases = []malformedCase{
 		call: func(_ context.Context, c *comm.Comm, _ bool) error {
 			return comm.StartRecvUpTo(nilContext, c, buf(1), 1, 0).Wait()
 		}},
-	{api: "BatchSendRecv", what: "AnySource in a batch", want: comm.ErrInvalid, says: "not AnySource",
+	{api: "StartBatchSendRecv", what: "AnySource in a batch", want: comm.ErrInvalid, says: "not AnySource",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
-			return comm.BatchSendRecv(ctx, c, []comm.P2POp[float32]{{Buf: buf(1), Peer: comm.AnySource}}).Wait()
+			return comm.StartBatchSendRecv(ctx, c, []comm.P2POp[float32]{{Buf: buf(1), Peer: comm.AnySource}}).Wait()
 		}},
-	{api: "BatchSendRecv", what: "peer out of range", want: comm.ErrInvalid, says: "peer rank 4",
+	{api: "StartBatchSendRecv", what: "peer out of range", want: comm.ErrInvalid, says: "peer rank 4",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
-			return comm.BatchSendRecv(ctx, c, []comm.P2POp[float32]{{Send: true, Buf: buf(1), Peer: 4}}).Wait()
+			return comm.StartBatchSendRecv(ctx, c, []comm.P2POp[float32]{{Send: true, Buf: buf(1), Peer: 4}}).Wait()
 		}},
 
 	// Shared allocations.
@@ -714,14 +713,6 @@ var malformedCases = []malformedCase{
 			_, err := c.Profiler().StragglerReport(pick(bad, nilContext, ctx))
 			return err
 		}},
-	{api: "Comm.UserOps", what: "a non-member", want: comm.ErrNotMember, says: "",
-		peer: leaveSplit, call: func(ctx context.Context, c *comm.Comm, _ bool) error {
-			g, err := splitBoth(ctx, c, -1)
-			if err != nil {
-				return err
-			}
-			return g.UserOps()
-		}},
 
 	// Handles and functions without a communicator.
 	{api: "Work.Wait", what: "a zero Work", want: comm.ErrInvalid, says: "zero Work",
@@ -805,7 +796,7 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Init", what: "an unknown transport", want: nil, says: "bogus",
 		call: func(ctx context.Context, _ *comm.Comm, _ bool) error {
-			_, err := comm.Init(ctx, comm.Options{Transport: "bogus", Getenv: noEnv})
+			_, err := comm.Init(ctx, comm.Options{Transport: comm.TransportOptions{Kind: "bogus"}, Getenv: noEnv})
 			return err
 		}},
 	{api: "Init", what: "negative timeout", want: nil, says: "imeout",
@@ -864,13 +855,14 @@ func leaveSplit(ctx context.Context, c *comm.Comm) error {
 // malformedAllowed are the exported functions and methods with no
 // malformed call: each takes nothing a caller could get wrong.
 var malformedAllowed = map[string]string{
-	"Capabilities":       "no arguments",
-	"NewFloat16":         "total: every float32 (NaN, ±Inf, out of range) has a Float16",
-	"NewBFloat16":        "total: every float32 has a BFloat16",
-	"Float16.Float32":    "total: every bit pattern is a value",
-	"BFloat16.Float32":   "total: every bit pattern is a value",
-	"DesyncError.Error":  "method of an error value the library makes, never nil",
-	"DesyncError.Unwrap": "method of an error value the library makes, never nil",
+	"Capabilities":         "no arguments",
+	"NewFloat16":           "total: every float32 (NaN, ±Inf, out of range) has a Float16",
+	"NewBFloat16":          "total: every float32 has a BFloat16",
+	"Float16.Float32":      "total: every bit pattern is a value",
+	"BFloat16.Float32":     "total: every bit pattern is a value",
+	"TransportKind.String": "total: any string prints as itself, the zero value as auto",
+	"DesyncError.Error":    "method of an error value the library makes, never nil",
+	"DesyncError.Unwrap":   "method of an error value the library makes, never nil",
 }
 
 // exportedAPI is the package's exported API (testkit.ExportedAPI).

@@ -35,6 +35,9 @@ func child(role string) error {
 	if run, ok := multihostRoles[role]; ok {
 		return run(ctx)
 	}
+	if role == "example-split" {
+		return splitRank(ctx)
+	}
 	c, err := comm.Init(ctx, comm.Options{Timeout: time.Minute})
 	if err != nil {
 		return err
@@ -114,9 +117,9 @@ func child(role string) error {
 	return fmt.Errorf("unknown child role %q", role)
 }
 
-// launch runs n ranks of this binary in the given role and returns each
+// launchRanks runs n ranks of this binary in the given role and returns each
 // one's exit error and output.
-func launch(t *testing.T, n int, role string, timeout time.Duration, env ...string) ([]error, []string) {
+func launchRanks(t *testing.T, n int, role string, timeout time.Duration, env ...string) ([]error, []string) {
 	t.Helper()
 	port := testkit.FreePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -156,7 +159,7 @@ var multiProcessTransports = []string{"tcp", "auto"}
 func TestMultiProcessAllReduce64MiB(t *testing.T) {
 	for _, tr := range multiProcessTransports {
 		t.Run(tr, func(t *testing.T) {
-			errs, outs := launch(t, 4, "allreduce-64MiB", 3*time.Minute, "GOCOMM_TRANSPORT="+tr)
+			errs, outs := launchRanks(t, 4, "allreduce-64MiB", 3*time.Minute, "GOCOMM_TRANSPORT="+tr)
 			for r, err := range errs {
 				if err != nil {
 					t.Errorf("rank %d: %v\n%s", r, err, outs[r])
@@ -167,7 +170,7 @@ func TestMultiProcessAllReduce64MiB(t *testing.T) {
 }
 
 func TestMultiProcessConformance(t *testing.T) {
-	errs, outs := launch(t, 3, "conformance", 3*time.Minute)
+	errs, outs := launchRanks(t, 3, "conformance", 3*time.Minute)
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v\n%s", r, err, outs[r])
@@ -178,7 +181,7 @@ func TestMultiProcessConformance(t *testing.T) {
 func TestMultiProcessDeadPeer(t *testing.T) {
 	for _, tr := range multiProcessTransports {
 		t.Run(tr, func(t *testing.T) {
-			errs, outs := launch(t, 3, "one-dies", time.Minute, "GOCOMM_TRANSPORT="+tr)
+			errs, outs := launchRanks(t, 3, "one-dies", time.Minute, "GOCOMM_TRANSPORT="+tr)
 			var exit *exec.ExitError
 			if !errors.As(errs[1], &exit) || exit.ExitCode() != 3 {
 				t.Errorf("rank 1 should have crashed with status 3: %v\n%s", errs[1], outs[1])

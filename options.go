@@ -46,7 +46,7 @@ type config struct {
 	// storeLocal is this rank's address on its connection to the store
 	// Init opened, if that is a TCP store.
 	storeLocal net.Addr
-	algorithms backend.Algorithms
+	algorithms Algorithms
 	logger     *slog.Logger
 	// profile is GOCOMM_PROFILE, for the comms logger.
 	profile string
@@ -55,9 +55,9 @@ type config struct {
 	// ownBootstrap: the backend meets without a store (MPI).
 	ownBootstrap bool
 	transport    backend.TransportConfig
-	// transportMode is Options.Transport, before resolveKnobs parses it
-	// (or GOCOMM_TRANSPORT) into transport.Mode.
-	transportMode string
+	// transportKind is Options.Transport.Kind, before resolveKnobs parses
+	// it (or GOCOMM_TRANSPORT) into transport.Mode.
+	transportKind TransportKind
 	// bindCPUs are the CPUs GOCOMM_BIND binds the process to (nil: none).
 	bindCPUs []int
 	// sharedProcs is the GOMAXPROCS GOCOMM_BIND=auto gives a rank when
@@ -83,9 +83,9 @@ func resolve(opts Options) (config, error) {
 		localRank: opts.LocalRank, localSize: opts.LocalSize,
 		nodeRank: -1,
 		backend:  opts.Backend, timeout: opts.Timeout, secret: opts.Secret,
-		listenHost: opts.ListenHost, socketIfname: opts.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
-		transport:     backend.TransportConfig{HostID: opts.HostID, SingleCopyBytes: opts.SingleCopyBytes, SHMStores: opts.SHMStores, TCPCongestion: opts.TCPCongestion},
-		transportMode: opts.Transport,
+		listenHost: opts.Transport.ListenHost, socketIfname: opts.Transport.SocketIfname, algorithms: opts.Algorithms, logger: opts.Logger,
+		transport:     backend.TransportConfig{HostID: opts.Transport.HostID, SingleCopyBytes: opts.Transport.SingleCopyBytes, SHMStores: opts.Transport.SHMStores, TCPCongestion: opts.Transport.TCPCongestion},
+		transportKind: opts.Transport.Kind,
 	}
 	if cfg.size == 0 {
 		world, err := e.Read()
@@ -151,19 +151,19 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 			}
 		}
 		if host == "" {
-			host = e.Get(EnvMasterAddr)
+			host = e.Get(env.EnvMasterAddr)
 		}
-		if port == 0 && e.Get(EnvMasterPort) != "" {
+		if port == 0 && e.Get(env.EnvMasterPort) != "" {
 			var err error
-			if port, err = e.Int(EnvMasterPort); err != nil {
+			if port, err = e.Int(env.EnvMasterPort); err != nil {
 				return err
 			}
 		}
 		switch {
 		case host == "":
-			return env.Errorf("Options.MasterPort is set but not the master's host: set Options.MasterAddr or %s to the host of rank 0", EnvMasterAddr)
+			return env.Errorf("Options.MasterPort is set but not the master's host: set Options.MasterAddr or %s to the host of rank 0", env.EnvMasterAddr)
 		case port <= 0 || port > 65535:
-			return env.Errorf("Options.MasterAddr is set but master port %d is not a TCP port: set Options.MasterPort or %s to a free port rank 0 can listen on", port, EnvMasterPort)
+			return env.Errorf("Options.MasterAddr is set but master port %d is not a TCP port: set Options.MasterPort or %s to a free port rank 0 can listen on", port, env.EnvMasterPort)
 		}
 		kind := RendezvousTCP
 		if cfg.rdzv.Kind == RendezvousAgent {
@@ -181,7 +181,7 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 	}
 	// Explicit Rank/Size in Options: the meeting place comes from
 	// GOCOMM_INIT_METHOD, else MASTER_ADDR and MASTER_PORT.
-	if init := e.Get(EnvInitMethod); init != "" && init != "env://" {
+	if init := e.Get(env.EnvInitMethod); init != "" && init != "env://" {
 		r, err := env.ParseInitMethod(init)
 		if err != nil {
 			return err
@@ -189,15 +189,15 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 		cfg.rdzv = r
 		return nil
 	}
-	addr, port := e.Get(EnvMasterAddr), e.Get(EnvMasterPort)
+	addr, port := e.Get(env.EnvMasterAddr), e.Get(env.EnvMasterPort)
 	if addr == "" && port == "" {
-		return env.Errorf("world of %d ranks but no rendezvous: set %s and %s (or Options.MasterAddr/MasterPort, Options.InitMethod, Options.Store, or %s)", cfg.size, EnvMasterAddr, EnvMasterPort, EnvInitMethod)
+		return env.Errorf("world of %d ranks but no rendezvous: set %s and %s (or Options.MasterAddr/MasterPort, Options.InitMethod, Options.Store, or %s)", cfg.size, env.EnvMasterAddr, env.EnvMasterPort, env.EnvInitMethod)
 	}
 	hp, err := env.MasterHostPort(addr, port)
 	if err != nil {
 		return err
 	}
-	cfg.rdzv = Rendezvous{Kind: RendezvousTCP, Addr: hp, From: EnvMasterAddr + ":" + EnvMasterPort}
+	cfg.rdzv = Rendezvous{Kind: RendezvousTCP, Addr: hp, From: env.EnvMasterAddr + ":" + env.EnvMasterPort}
 	return nil
 }
 
@@ -218,26 +218,26 @@ func initMethodOption(s string) (Rendezvous, error) {
 // resolveKnobs applies the GOCOMM_* knobs Options left unset.
 func resolveKnobs(e env.Reader, cfg *config) error {
 	if cfg.backend == "" {
-		cfg.backend = e.Get(EnvBackend)
+		cfg.backend = e.Get(env.EnvBackend)
 	}
 	if cfg.backend == "" {
 		cfg.backend = "native"
 	}
 	if cfg.timeout == 0 {
-		if v := e.Get(EnvTimeout); v != "" {
+		if v := e.Get(env.EnvTimeout); v != "" {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				secs, err2 := strconv.ParseFloat(v, 64)
 				if err2 != nil {
-					return env.Errorf("%s=%q: want a duration such as 90s or 30m", EnvTimeout, v)
+					return env.Errorf("%s=%q: want a duration such as 90s or 30m", env.EnvTimeout, v)
 				}
 				d = time.Duration(secs * float64(time.Second))
 			}
 			cfg.timeout = d
-		} else if v := e.Get(EnvDeepSpeedTimeout); v != "" {
+		} else if v := e.Get(env.EnvDeepSpeedTimeout); v != "" {
 			mins, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				return env.Errorf("%s=%q: want minutes, such as 30", EnvDeepSpeedTimeout, v)
+				return env.Errorf("%s=%q: want minutes, such as 30", env.EnvDeepSpeedTimeout, v)
 			}
 			cfg.timeout = time.Duration(mins * float64(time.Minute))
 		}
@@ -246,27 +246,27 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		cfg.timeout = DefaultTimeout
 	}
 	if cfg.secret == nil {
-		if v := e.Getenv(EnvSecret); v != "" { // untrimmed: white space may be part of a secret
+		if v := e.Getenv(env.EnvSecret); v != "" { // untrimmed: white space may be part of a secret
 			cfg.secret = []byte(v)
 		}
 	}
 	if cfg.secret != nil {
-		on, err := storeAuth(e.Get(EnvStoreAuth))
+		on, err := storeAuth(e.Get(env.EnvStoreAuth))
 		if err != nil {
 			return err
 		}
 		cfg.storeAuth = on
 	}
 	if cfg.listenHost == "" {
-		cfg.listenHost = e.Get(EnvSocketHost)
+		cfg.listenHost = e.Get(env.EnvSocketHost)
 	}
 	if cfg.socketIfname == "" {
-		cfg.socketIfname = cmp.Or(e.Get(EnvSocketIfname), e.Get(EnvGlooIfname))
+		cfg.socketIfname = cmp.Or(e.Get(env.EnvSocketIfname), e.Get(env.EnvGlooIfname))
 	}
 	// The transport mode is parsed here, once: the backend gets the value.
-	if mode, from := cfg.transportMode, "Options.Transport"; true {
+	if mode, from := string(cfg.transportKind), "Options.Transport.Kind"; true {
 		if mode == "" {
-			mode, from = e.Get(EnvTransport), EnvTransport
+			mode, from = e.Get(env.EnvTransport), env.EnvTransport
 		}
 		m, err := core.ParseTransportMode(mode)
 		if err != nil {
@@ -275,44 +275,44 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		cfg.transport.Mode = m
 	}
 	if cfg.transport.HostID == "" {
-		cfg.transport.HostID = e.Get(EnvHostID)
+		cfg.transport.HostID = e.Get(env.EnvHostID)
 	}
-	if v := e.Get(EnvSingleCopy); v != "" && cfg.transport.SingleCopyBytes == 0 {
+	if v := e.Get(env.EnvSingleCopy); v != "" && cfg.transport.SingleCopyBytes == 0 {
 		n, err := strconv.Atoi(v)
 		switch {
 		case v == "off" || v == "0":
 			n = -1
 		case err != nil || n < 0:
-			return env.Errorf("%s=%q: want a message size in bytes (e.g. 262144) or off", EnvSingleCopy, v)
+			return env.Errorf("%s=%q: want a message size in bytes (e.g. 262144) or off", env.EnvSingleCopy, v)
 		}
 		cfg.transport.SingleCopyBytes = n
 	}
 	if cfg.transport.SHMStores == "" {
-		cfg.transport.SHMStores = e.Get(EnvSHMStores)
+		cfg.transport.SHMStores = e.Get(env.EnvSHMStores)
 	}
 	if err := transport.CheckSHMStores(cfg.transport.SHMStores); err != nil {
-		return env.Errorf("SHMStores (%s) %q: want auto, cached or bypass", EnvSHMStores, cfg.transport.SHMStores)
+		return env.Errorf("Options.Transport.SHMStores (%s) %q: want auto, cached or bypass", env.EnvSHMStores, cfg.transport.SHMStores)
 	}
 	if cfg.transport.TCPCongestion == "" {
-		cfg.transport.TCPCongestion = e.Get(EnvTCPCongestion)
+		cfg.transport.TCPCongestion = e.Get(env.EnvTCPCongestion)
 	}
 	if err := transport.CheckCongestion(cfg.transport.TCPCongestion); err != nil {
-		return env.Errorf("TCPCongestion (%s): %v", EnvTCPCongestion, err)
+		return env.Errorf("Options.Transport.TCPCongestion (%s): %v", env.EnvTCPCongestion, err)
 	}
-	if v := e.Get(EnvSettle); v != "" {
+	if v := e.Get(env.EnvSettle); v != "" {
 		d, err := time.ParseDuration(v) // "0" included
 		if v == "off" {
 			d, err = 0, nil
 		}
 		if err != nil || d < 0 || d > time.Minute {
-			return env.Errorf("%s=%q: want a duration up to 1m such as 10ms, or 0 (off)", EnvSettle, v)
+			return env.Errorf("%s=%q: want a duration up to 1m such as 10ms, or 0 (off)", env.EnvSettle, v)
 		}
 		cfg.settle, cfg.settleSet = d, true
 	}
-	if v := e.Get(EnvBind); v != "" {
+	if v := e.Get(env.EnvBind); v != "" {
 		allowed, err := cpubind.Allowed()
 		if err != nil {
-			return fmt.Errorf("%w: %s=%q: %w", ErrEnvironment, EnvBind, v, err)
+			return fmt.Errorf("%w: %s=%q: %w", ErrEnvironment, env.EnvBind, v, err)
 		}
 		if cfg.bindCPUs, err = cpubind.Resolve(v, cfg.localRank, cfg.localSize, allowed); err != nil {
 			return fmt.Errorf("%w: %w", ErrEnvironment, err)
@@ -333,16 +333,16 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 		if *o.dst != algo.Auto {
 			continue
 		}
-		if v := e.Get(EnvAlgoPrefix + o.name); v != "" {
+		if v := e.Get(env.EnvAlgoPrefix + o.name); v != "" {
 			a, err := algorithmOf(v)
 			if err != nil {
-				return fmt.Errorf("%w: %s%s: %w", ErrEnvironment, EnvAlgoPrefix, o.name, err)
+				return fmt.Errorf("%w: %s%s: %w", ErrEnvironment, env.EnvAlgoPrefix, o.name, err)
 			}
 			*o.dst = a
 		}
 	}
 	if cfg.logger == nil {
-		if v := e.Get(EnvDebug); v != "" {
+		if v := e.Get(env.EnvDebug); v != "" {
 			level, on, err := debugLevel(v)
 			if err != nil {
 				return err
@@ -353,7 +353,7 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 			}
 		}
 	}
-	cfg.profile = e.Get(EnvProfile)
+	cfg.profile = e.Get(env.EnvProfile)
 	return nil
 }
 
@@ -365,7 +365,7 @@ func storeAuth(v string) (bool, error) {
 	case "0", "false", "off", "no":
 		return false, nil
 	}
-	return false, env.Errorf("%s=%q: want 1 (the store rank 0 hosts requires GOCOMM_SECRET's handshake, the default) or 0 (torch ranks share the store)", EnvStoreAuth, v)
+	return false, env.Errorf("%s=%q: want 1 (the store rank 0 hosts requires GOCOMM_SECRET's handshake, the default) or 0 (torch ranks share the store)", env.EnvStoreAuth, v)
 }
 
 // debugLevel reads GOCOMM_DEBUG.
@@ -382,7 +382,7 @@ func debugLevel(v string) (slog.Level, bool, error) {
 	case "error":
 		return slog.LevelError, true, nil
 	}
-	return 0, false, env.Errorf("%s=%q: want 1 (debug), info, warn, error or 0 (off)", EnvDebug, v)
+	return 0, false, env.Errorf("%s=%q: want 1 (debug), info, warn, error or 0 (off)", env.EnvDebug, v)
 }
 
 // openStore opens the meeting place Init needs when Options.Store is nil
@@ -401,7 +401,7 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 		// it is a TCP rendezvous.
 		b := mpiBootstrapper()
 		if b == nil {
-			return nil, fail(env.Errorf("this build cannot meet through MPI (the %q driver is missing or built without -tags mpi): set %s and %s", mpiDriver, EnvMasterAddr, EnvMasterPort))
+			return nil, fail(env.Errorf("this build cannot meet through MPI (the %q driver is missing or built without -tags mpi): set %s and %s", mpiDriver, env.EnvMasterAddr, env.EnvMasterPort))
 		}
 		info, err := b.Bootstrap(ctx, cfg.listenHost)
 		if err != nil {
@@ -460,7 +460,7 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 			return nil
 		})
 	default:
-		return nil, fail(env.Errorf("no meeting place for a world of %d ranks: set %s and %s", cfg.size, EnvMasterAddr, EnvMasterPort))
+		return nil, fail(env.Errorf("no meeting place for a world of %d ranks: set %s and %s", cfg.size, env.EnvMasterAddr, env.EnvMasterPort))
 	}
 	closers = append(closers, st.Close)
 	if r.Prefix != "" {

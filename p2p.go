@@ -10,7 +10,9 @@ import (
 // Send sends buf to rank dst of c with a tag. It returns once buf may be
 // reused, which may be before dst has received it. Messages from one sender
 // with one tag arrive in the order they were sent. The receiver's buffer must
-// have the same length and type.
+// have the same length and type. A rank does not send to itself: dst ==
+// c.Rank() fails at once with an *OpError wrapping ErrInvalid (copy the
+// buffer instead), as a dst out of range or a negative tag do.
 func Send[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) error {
 	return startSend(ctx, c, buf, dst, tag).sync()
 }
@@ -32,7 +34,9 @@ func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 // Recv receives into buf the next message with tag from rank src of c, or
 // from any rank if src is AnySource, and returns the sender's rank. The
 // message must have exactly len(buf) elements (else an error wrapping
-// ErrLength); RecvUpTo takes shorter ones.
+// ErrLength); RecvUpTo takes shorter ones. A rank does not receive from
+// itself: src == c.Rank() fails at once with an *OpError wrapping
+// ErrInvalid.
 func Recv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) (int, error) {
 	return startRecv(ctx, c, buf, src, tag).syncSource()
 }
@@ -119,11 +123,11 @@ type P2POp[T Numeric] struct {
 	Tag  int
 }
 
-// BatchSendRecv starts every op of the batch at once (torch's
+// StartBatchSendRecv starts every op of the batch at once (torch's
 // batch_isend_irecv) and returns one Work that completes when all have; its
 // error joins the failures.
-func BatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T]) *Work {
-	if err := c.usable("BatchSendRecv"); err != nil {
+func StartBatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T]) *Work {
+	if err := c.usable("StartBatchSendRecv"); err != nil {
 		return failed(err)
 	}
 	works := make([]*Work, len(ops))

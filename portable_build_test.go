@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/conformance"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -34,7 +33,7 @@ func TestPortableBuild(t *testing.T) {
 		for n := 1; n <= 5; n++ {
 			t.Run(fmt.Sprintf("%s/size=%d", f.name, n), func(t *testing.T) {
 				t.Parallel()
-				world := f.make(t, n, backend.Algorithms{})
+				world := f.make(t, n, comm.Algorithms{})
 				ctx := context.Background()
 				if err := conformance.RunLocal(ctx, world, conformance.QuickCases(), time.Minute); err != nil {
 					t.Fatalf("world: %v", err)
@@ -58,8 +57,8 @@ func initSHMWorld(n int) error {
 	var wg sync.WaitGroup
 	for i := range w {
 		wg.Go(func() {
-			w[i], errs[i] = comm.Init(ctx, comm.Options{Rank: i, Size: n, Store: store, ListenHost: "127.0.0.1",
-				Transport: "shm", Getenv: func(string) string { return "" }})
+			w[i], errs[i] = comm.Init(ctx, comm.Options{Rank: i, Size: n, Store: store,
+				Transport: comm.TransportOptions{Kind: comm.TransportSHM, ListenHost: "127.0.0.1"}, Getenv: func(string) string { return "" }})
 		})
 	}
 	wg.Wait()

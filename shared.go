@@ -21,11 +21,12 @@ import (
 // rank's input where it is and writes each rank's result
 // into its recv, instead of copying both through the shared-memory
 // segment: about 2 bytes through memory per input byte against 5 (2 ranks,
-// 64 MiB float32: README gives the figures). Other collectives, and
+// 64 MiB float32: docs/performance.md gives the figures). Other collectives, and
 // all-reduces up to 8 KiB (which run on the board), treat the memory as
 // any other. It is what MPI_Win_allocate_shared and torch's symmetric
 // memory give their users. Once c has made one, every all-reduce above 8
-// KiB on c first has the ranks post where their buffers are (about 1 us).
+// KiB on c first has the ranks post where their buffers are (a small
+// fixed cost).
 //
 // The memory is reserved when made: where the host's shared-memory file
 // system has no room for it (a container's 64 MB /dev/shm), AllocShared

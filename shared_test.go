@@ -101,7 +101,7 @@ func TestAllocSharedOrdinary(t *testing.T) {
 	}
 	t.Cleanup(func() { closeAll(local) })
 	for name, w := range map[string][]*comm.Comm{
-		"tcp":   tcpWorld(t, 2, comm.Options{Timeout: time.Minute, Transport: "tcp"}),
+		"tcp":   tcpWorld(t, 2, comm.Options{Timeout: time.Minute, Transport: comm.TransportOptions{Kind: comm.TransportTCP}}),
 		"local": local,
 	} {
 		t.Run(name, func(t *testing.T) {

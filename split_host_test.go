@@ -26,7 +26,7 @@ func hostWorld(t *testing.T, hosts []string, viaEnv bool) []*comm.Comm {
 	var wg sync.WaitGroup
 	for i := range w {
 		wg.Go(func() {
-			o := comm.Options{Rank: i, Size: n, Store: store, ListenHost: "127.0.0.1", Timeout: time.Minute, Transport: "tcp"}
+			o := comm.Options{Rank: i, Size: n, Store: store, Timeout: time.Minute, Transport: comm.TransportOptions{Kind: comm.TransportTCP, ListenHost: "127.0.0.1"}}
 			o.Getenv = func(string) string { return "" }
 			if viaEnv {
 				o.Getenv = func(k string) string {
@@ -36,7 +36,7 @@ func hostWorld(t *testing.T, hosts []string, viaEnv bool) []*comm.Comm {
 					return ""
 				}
 			} else {
-				o.HostID = hosts[i]
+				o.Transport.HostID = hosts[i]
 			}
 			w[i], errs[i] = comm.Init(ctx, o)
 		})
@@ -127,7 +127,7 @@ func TestSplitByHostOneProcess(t *testing.T) {
 // TestSplitByHostByName: a backend that cannot tell hosts apart reports
 // no node rank, and SplitByHost compares hostnames (one machine here).
 func TestSplitByHostByName(t *testing.T) {
-	w := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Backend: "native-no-user-ops", Transport: "tcp"})
+	w := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Backend: "native-no-user-ops", Transport: comm.TransportOptions{Kind: comm.TransportTCP}})
 	errs := testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
 		if c.NodeRank() != -1 || c.NodeCount() != 0 {
 			t.Errorf("rank %d: NodeRank %d, NodeCount %d on a backend without a host layout, want -1, 0", r, c.NodeRank(), c.NodeCount())

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
@@ -42,22 +42,22 @@ type Numeric interface {
 }
 
 // DType names an element type (wire and kernel level).
-type DType = backend.DType
+type DType = core.DType
 
 // ReduceOp is a reduction operator. Its numbering follows deepspeed.comm.ReduceOp.
-type ReduceOp = backend.Op
+type ReduceOp = core.Op
 
 // Reduction operators. The bitwise ones apply to integer types only; Avg
 // divides the sum by the group size (truncating for integers).
 const (
-	Sum  = backend.Sum
-	Prod = backend.Prod
-	Min  = backend.Min
-	Max  = backend.Max
-	BAnd = backend.BAnd
-	BOr  = backend.BOr
-	BXor = backend.BXor
-	Avg  = backend.Avg
+	Sum  = core.Sum
+	Prod = core.Prod
+	Min  = core.Min
+	Max  = core.Max
+	BAnd = core.BAnd
+	BOr  = core.BOr
+	BXor = core.BXor
+	Avg  = core.Avg
 )
 
 // dtypeOf returns the DType of T: the exact element types first (Float16
@@ -67,29 +67,29 @@ func dtypeOf[T Numeric]() DType {
 	var z T
 	switch any(z).(type) {
 	case int8:
-		return backend.Int8
+		return core.Int8
 	case int16:
-		return backend.Int16
+		return core.Int16
 	case int32:
-		return backend.Int32
+		return core.Int32
 	case int64, int:
-		return backend.Int64
+		return core.Int64
 	case uint8:
-		return backend.Uint8
+		return core.Uint8
 	case uint16:
-		return backend.Uint16
+		return core.Uint16
 	case uint32:
-		return backend.Uint32
+		return core.Uint32
 	case uint64, uint:
-		return backend.Uint64
+		return core.Uint64
 	case float32:
-		return backend.Float32
+		return core.Float32
 	case float64:
-		return backend.Float64
+		return core.Float64
 	case Float16:
-		return backend.Float16
+		return core.Float16
 	case BFloat16:
-		return backend.BFloat16
+		return core.BFloat16
 	}
 	return dtypeOfKind(reflect.TypeFor[T]().Kind())
 }
@@ -99,25 +99,25 @@ func dtypeOf[T Numeric]() DType {
 func dtypeOfKind(k reflect.Kind) DType {
 	switch k {
 	case reflect.Int8:
-		return backend.Int8
+		return core.Int8
 	case reflect.Int16:
-		return backend.Int16
+		return core.Int16
 	case reflect.Int32:
-		return backend.Int32
+		return core.Int32
 	case reflect.Int64, reflect.Int:
-		return backend.Int64
+		return core.Int64
 	case reflect.Uint8:
-		return backend.Uint8
+		return core.Uint8
 	case reflect.Uint16:
-		return backend.Uint16
+		return core.Uint16
 	case reflect.Uint32:
-		return backend.Uint32
+		return core.Uint32
 	case reflect.Uint64, reflect.Uint:
-		return backend.Uint64
+		return core.Uint64
 	case reflect.Float32:
-		return backend.Float32
+		return core.Float32
 	case reflect.Float64:
-		return backend.Float64
+		return core.Float64
 	}
 	panic("unreachable: Numeric's underlying types are all listed")
 }

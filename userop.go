@@ -192,7 +192,7 @@ func (c *Comm) reduceOp(req *backend.Request, op ReduceOp) error {
 		req.Op = Sum
 		return nil
 	}
-	if err := c.UserOps(); err != nil {
+	if err := c.userOps(); err != nil {
 		return fmt.Errorf("%w: %v: op %q: %w", ErrInvalid, req.Kind, u.be.Name, err)
 	}
 	req.User = &u.be
@@ -238,16 +238,13 @@ func viewAs[T Numeric](b []byte) []T {
 
 // ErrUserOpUnsupported is wrapped by the error of a collective given a
 // NewOp op on a backend that does not run user-defined ops (the mpi
-// backend); see (*Comm).UserOps.
+// backend); c.Supports(CapUserOps) says beforehand.
 var ErrUserOpUnsupported = backend.ErrUserOpUnsupported
 
-// UserOps returns nil if collectives on c run ops made by NewOp, else an
-// error wrapping ErrUserOpUnsupported that names the backend. PreMulSum's
-// ops run on every backend. Safe for concurrent use.
-func (c *Comm) UserOps() error {
-	if err := c.usable("UserOps"); err != nil {
-		return err
-	}
+// userOps returns nil if collectives on c run ops made by NewOp, else an
+// error wrapping ErrUserOpUnsupported that names the backend (Supports'
+// answer for CapUserOps). c is a member.
+func (c *Comm) userOps() error {
 	runner, ok := c.be.(backend.UserOpRunner)
 	if !ok {
 		return fmt.Errorf("%w: the %T backend does not say it runs them", ErrUserOpUnsupported, c.be)

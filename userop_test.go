@@ -146,7 +146,7 @@ func init() { backend.Register("native-no-user-ops", noUserOps{}) }
 // refuses them before sending anything, naming the op and the backend,
 // and still runs PreMulSum.
 func TestUserOpRefusedByBackend(t *testing.T) {
-	opts := comm.Options{Timeout: time.Minute, Backend: "native-no-user-ops", Transport: "tcp"}
+	opts := comm.Options{Timeout: time.Minute, Backend: "native-no-user-ops", Transport: comm.TransportOptions{Kind: comm.TransportTCP}}
 	ctx := context.Background()
 	errs := testkit.OnEveryRank(tcpWorld(t, 2, opts), func(r int, c *comm.Comm) error {
 		pm, err := comm.PreMulSum(c, 3.0)
@@ -162,16 +162,16 @@ func TestUserOpRefusedByBackend(t *testing.T) {
 	testkit.NoErrors(t, errs)
 	// The refusal is a failed validation: it aborts this world.
 	errs = testkit.OnEveryRank(tcpWorld(t, 2, opts), func(r int, c *comm.Comm) error {
-		if err := c.UserOps(); !errors.Is(err, comm.ErrUserOpUnsupported) || !strings.Contains(err.Error(), "plainComm") {
-			t.Errorf("rank %d: UserOps: %v, want ErrUserOpUnsupported naming the backend", r, err)
+		if c.Supports(comm.CapUserOps) {
+			t.Errorf("rank %d: Supports(CapUserOps) on a backend that is no UserOpRunner", r)
 		}
 		op, err := comm.NewOp(c, "mine", func(inout, in []float64) {}, true)
 		if err != nil {
 			return err
 		}
 		err = comm.AllReduce(ctx, c, []float64{1}, []float64{1}, op)
-		if !errors.Is(err, comm.ErrUserOpUnsupported) || !errors.Is(err, comm.ErrInvalid) || !strings.Contains(err.Error(), `op "mine"`) {
-			t.Errorf("rank %d: %v, want ErrUserOpUnsupported naming the op", r, err)
+		if !errors.Is(err, comm.ErrUserOpUnsupported) || !errors.Is(err, comm.ErrInvalid) || !strings.Contains(err.Error(), `op "mine"`) || !strings.Contains(err.Error(), "plainComm") {
+			t.Errorf("rank %d: %v, want ErrUserOpUnsupported naming the op and the backend", r, err)
 		}
 		return nil
 	})

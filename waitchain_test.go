@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/algo"
-	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/internal/transport"
 )
 
@@ -21,7 +19,7 @@ import (
 // ended.
 func TestTimeoutNamesTheEndOfTheWaitChain(t *testing.T) {
 	const timeout = 2 * time.Second
-	w := tcpWorld(t, 3, comm.Options{Timeout: timeout, Algorithms: backend.Algorithms{AllReduce: algo.Ring}})
+	w := tcpWorld(t, 3, comm.Options{Timeout: timeout, Algorithms: comm.Algorithms{AllReduce: comm.Ring}})
 	ctx := context.Background()
 	errs := make([]error, 2)
 	took := make([]time.Duration, 2)

@@ -3,13 +3,13 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/gocomm/comm/core"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/gocomm/comm/algo"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -22,7 +22,7 @@ type Config struct {
 	Timeout              time.Duration    // default per-operation timeout
 	Secret               []byte           // shared secret for connection handshakes
 	ListenHost           string           // host data connections bind to ("" = backend's choice)
-	Algorithms           Algorithms       // per-operation algorithm overrides
+	Algorithms           core.Algorithms  // per-operation algorithm overrides
 	Logger               *slog.Logger
 	Transport            TransportConfig // how the native backend moves bytes (GOCOMM_TRANSPORT, GOCOMM_HOST_ID)
 }
@@ -52,38 +52,6 @@ type TransportConfig struct {
 	// TCPCongestion is the congestion control of TCP data connections
 	// (transport.TCPOptions.Congestion): "", auto, system, or a name.
 	TCPCongestion string
-}
-
-// Algorithms forces the algorithm of each kind of collective; Auto (the
-// zero value) leaves the choice to the backend's cost model.
-type Algorithms struct {
-	AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
-	Gather, Scatter, AllToAll, Barrier algo.Algorithm
-}
-
-// For returns the override for kind k (V variants share their base kind's).
-func (a Algorithms) For(k Kind) algo.Algorithm {
-	switch k {
-	case KindAllReduce:
-		return a.AllReduce
-	case KindReduce:
-		return a.Reduce
-	case KindBroadcast:
-		return a.Broadcast
-	case KindAllGather, KindAllGatherV:
-		return a.AllGather
-	case KindReduceScatter, KindReduceScatterV:
-		return a.ReduceScatter
-	case KindGather, KindGatherV:
-		return a.Gather
-	case KindScatter, KindScatterV:
-		return a.Scatter
-	case KindAllToAll, KindAllToAllV:
-		return a.AllToAll
-	case KindBarrier:
-		return a.Barrier
-	}
-	return algo.Auto
 }
 
 // Request is one operation handed to a backend, already validated by the
@@ -243,10 +211,10 @@ type LocalInfo interface {
 }
 
 // Inliner is implemented by communicators that can run a small all-reduce
-// straight on the caller's goroutine, for comm.AllReduce: on a 2-rank
-// shared-memory board an 8-byte all-reduce takes 0.2-0.6 us, and the
-// general path's pooled operation handle and request, and the dispatch
-// through Run, were a tenth of it.
+// straight on the caller's goroutine, for comm.AllReduce: on a
+// shared-memory board a small all-reduce is so short that the general
+// path's pooled operation handle and request, and the dispatch through
+// Run, are a measurable share of it (docs/performance.md).
 type Inliner interface {
 	// InlinesAllReduce reports whether InlineAllReduce runs an all-reduce
 	// of n bytes (no algorithm forced, a built-in op): it depends on n
@@ -270,10 +238,10 @@ type Inliner interface {
 // overlaps its wait for the peers: InlineEntered once the operation has
 // posted its part, InlineExited when it ends, whether or not it was
 // entered, before the next operation may start. Both see the all-reduce
-// seq of n bytes of dt with op; the operation's turn orders them. A
-// 2-rank 8-byte all-reduce over shared memory takes 0.2-0.6 us; recording
-// its start before it posted (a clock read, a lock, and the request built
-// for it) cost it 0.025-0.035 us (docs/results/2026-11-29/inline-record.txt).
+// seq of n bytes of dt with op; the operation's turn orders them.
+// Recording the start before the operation posted (a clock read, a lock,
+// and the request built for it) would add to a small all-reduce's latency
+// what recording it while it waits hides.
 type InlineRecorder interface {
 	InlineEntered(seq uint64, dt DType, op Op, n int)
 	InlineExited(seq uint64, dt DType, op Op, n int, err error)
@@ -282,9 +250,9 @@ type InlineRecorder interface {
 // Settler is implemented by world communicators whose ranks should stay
 // busy for a while once set up, before the program's first operation:
 // SettleTime is how long (GOCOMM_SETTLE overrides it). comm.Init spends it
-// after a system call, so that the Go runtime's monitor, which polls every
-// 20 us for its first ~50 polls after the process has idled, has slowed
-// down before the first operations run.
+// after a system call, so that the Go runtime's monitor, which polls
+// often for a while after the process has idled, has slowed down before
+// the first operations run.
 type Settler interface {
 	SettleTime() time.Duration
 }
@@ -314,6 +282,14 @@ type SharedAllocator interface {
 	IsShared(mem []byte) bool
 }
 
+// LocalOpener is implemented by drivers that can open a whole world of
+// size ranks inside this process, connected in memory (comm.NewLocalWorld):
+// element i of the result has rank i and was opened with cfg, Rank i and
+// Size size. It reads no environment and needs no Store.
+type LocalOpener interface {
+	OpenLocal(size int, cfg Config) ([]Comm, error)
+}
+
 // Open opens a world communicator with the named driver.
 func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	registry.mu.Lock()
@@ -325,6 +301,16 @@ func Open(ctx context.Context, name string, cfg Config) (Comm, error) {
 	return d.Open(ctx, cfg)
 }
 
-// OpError is core's: the error of a failed operation, naming the
-// operation, this rank, the peer and the sequence number.
-type OpError = core.OpError
+// OpenLocal opens a world of size ranks inside this process with the named
+// driver, which must be a LocalOpener.
+func OpenLocal(name string, size int, cfg Config) ([]Comm, error) {
+	d, ok := Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("comm: unknown backend %q (registered: %v)", name, Drivers())
+	}
+	lo, ok := d.(LocalOpener)
+	if !ok {
+		return nil, fmt.Errorf("comm: backend %q cannot open a world inside one process (its driver is no backend.LocalOpener)", name)
+	}
+	return lo.OpenLocal(size, cfg)
+}

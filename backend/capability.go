@@ -22,11 +22,6 @@ const (
 	// ReduceScatterTensor: comm.ReduceScatter scatters from one flat
 	// buffer of Size() blocks (has_reduce_scatter_tensor).
 	ReduceScatterTensor
-	// CoalescingManager: a general manager that fuses any sequence of
-	// collectives into one (torch's _coalescing_manager,
-	// has_coalescing_manager). gocomm has none: it offers the coalesced
-	// collectives and BatchSendRecv instead, so no backend reports it.
-	CoalescingManager
 	// InferenceAllReduce: comm.InferenceAllReduce runs its latency-first
 	// schedule (else it would be a plain all-reduce).
 	InferenceAllReduce
@@ -37,6 +32,9 @@ const (
 	// RecvUpTo: a receive may take a message shorter than its buffer and
 	// learn its length (comm.RecvUpTo; Request.UpTo).
 	RecvUpTo
+	// UserOps: collectives run reduce ops made by comm.NewOp. comm's
+	// Supports answers it from UserOpRunner, not from Capabilities.
+	UserOps
 
 	numCapabilities // keep last
 )
@@ -46,11 +44,11 @@ var capabilityNames = [...]string{
 	AllGatherCoalesced:  "AllGatherCoalesced",
 	AllGatherIntoTensor: "AllGatherIntoTensor",
 	ReduceScatterTensor: "ReduceScatterTensor",
-	CoalescingManager:   "CoalescingManager",
 	InferenceAllReduce:  "InferenceAllReduce",
 	MonitoredBarrier:    "MonitoredBarrier",
 	AnySourceRecv:       "AnySourceRecv",
 	RecvUpTo:            "RecvUpTo",
+	UserOps:             "UserOps",
 }
 
 // String names the capability as its constant is named (Capability(n) for
@@ -71,7 +69,7 @@ type Capabilities interface {
 
 // BaseCapabilities reports what every backend offers without saying so:
 // the features that predate the Capabilities interface (everything but
-// RecvUpTo and CoalescingManager).
+// RecvUpTo and UserOps).
 func BaseCapabilities(c Capability) bool {
 	switch c {
 	case AllReduceCoalesced, AllGatherCoalesced, AllGatherIntoTensor, ReduceScatterTensor,

@@ -8,11 +8,13 @@
 // Open(name, cfg), which hands it to the Driver registered under name
 // (backend/native, or backend/mpi when built with -tags mpi). Each call of
 // the public API becomes one Request (its kind, element type, op, buffers,
-// counts, root), passed to Comm.Do; the backend reads the send buffers and
+// counts, root), passed to Comm.Run; the backend reads the send buffers and
 // writes the receive buffers the Request names, and returns an error that
-// wraps an *OpError. Backends that bootstrap themselves (MPI) or know their
-// own placement implement the optional extension interfaces
-// (SelfBootstrapping, Bootstrapper, LocalInfo) that comm probes for.
+// wraps a *core.OpError. Backends that bootstrap themselves (MPI), know
+// their own placement, or can open a world inside one process
+// (comm.NewLocalWorld, through OpenLocal) implement the optional extension
+// interfaces (SelfBootstrapping, Bootstrapper, LocalInfo, LocalOpener)
+// that comm probes for.
 //
 // Who may import it: the root package comm and the backends below it. It
 // imports only the shared words (core), the algorithm names (algo) and the

@@ -2,16 +2,7 @@ package backend
 
 import (
 	"encoding/binary"
-
-	"github.com/gocomm/comm/core"
 )
-
-// BarrierError and ErrBarrierTimeout are core's; these names keep
-// backend's API.
-type BarrierError = core.BarrierError
-
-// ErrBarrierTimeout is matched by every *BarrierError.
-var ErrBarrierTimeout = core.ErrBarrierTimeout
 
 // GroupID derives a group's communicator id from its parent's id, the
 // sequence number of the call that made it, and a discriminator (the color

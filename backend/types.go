@@ -3,7 +3,10 @@ package backend
 import "github.com/gocomm/comm/core"
 
 // The element types, reduction operators and operation kinds are core's
-// (the vocabulary every layer shares); these names keep backend's API.
+// (the vocabulary every layer shares). Request and the extension
+// interfaces are written in them, so these aliases are the driver API's
+// names: a driver needs this package alone to read a Request. The root
+// package aliases core's directly.
 type (
 	DType = core.DType
 	Op    = core.Op

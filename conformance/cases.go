@@ -472,7 +472,7 @@ func miscCases() []Case {
 			}
 			return nil
 		}},
-		{"BatchSendRecv", func(ctx context.Context, c *comm.Comm) error {
+		{"StartBatchSendRecv", func(ctx context.Context, c *comm.Comm) error {
 			var ops []comm.P2POp[uint16]
 			recvs := map[int][]uint16{}
 			for p := 0; p < c.Size(); p++ {
@@ -483,7 +483,7 @@ func miscCases() []Case {
 				ops = append(ops, comm.P2POp[uint16]{Send: false, Buf: recvs[p], Peer: p, Tag: 9})
 				ops = append(ops, comm.P2POp[uint16]{Send: true, Buf: blockData[uint16](c.Rank()*100+p, 0, 3), Peer: p, Tag: 9})
 			}
-			if err := comm.BatchSendRecv(ctx, c, ops).Wait(); err != nil {
+			if err := comm.StartBatchSendRecv(ctx, c, ops).Wait(); err != nil {
 				return err
 			}
 			for p, got := range recvs {

@@ -29,7 +29,7 @@ func namedCases() []Case {
 			return checkAllReduce[Count](ctx, c, op, 7, false, comm.AllReduce[Count])
 		}})
 	}
-	cs = append(cs, Case{"Named/BatchSendRecv/Grad", checkNamedSendRecv}, Case{"Named/Objects", checkNamedObjects})
+	cs = append(cs, Case{"Named/StartBatchSendRecv/Grad", checkNamedSendRecv}, Case{"Named/Objects", checkNamedObjects})
 	return cs
 }
 
@@ -45,7 +45,7 @@ func checkNamedSendRecv(ctx context.Context, c *comm.Comm) error {
 		ops = append(ops, comm.P2POp[Grad]{Send: false, Buf: recvs[p], Peer: p, Tag: 11})
 		ops = append(ops, comm.P2POp[Grad]{Send: true, Buf: blockData[Grad](c.Rank()*100+p, 0, 4), Peer: p, Tag: 11})
 	}
-	if err := comm.BatchSendRecv(ctx, c, ops).Wait(); err != nil {
+	if err := comm.StartBatchSendRecv(ctx, c, ops).Wait(); err != nil {
 		return err
 	}
 	for p, got := range recvs {

@@ -84,3 +84,35 @@ func (a *Algorithm) Set(s string) error {
 	*a = v
 	return nil
 }
+
+// Algorithms forces the algorithm of each kind of collective; Auto (the
+// zero value) leaves the choice to the backend's cost model.
+type Algorithms struct {
+	AllReduce, Reduce, Broadcast, AllGather, ReduceScatter,
+	Gather, Scatter, AllToAll, Barrier Algorithm
+}
+
+// For returns the override for kind k (V variants share their base kind's).
+func (a Algorithms) For(k Kind) Algorithm {
+	switch k {
+	case KindAllReduce:
+		return a.AllReduce
+	case KindReduce:
+		return a.Reduce
+	case KindBroadcast:
+		return a.Broadcast
+	case KindAllGather, KindAllGatherV:
+		return a.AllGather
+	case KindReduceScatter, KindReduceScatterV:
+		return a.ReduceScatter
+	case KindGather, KindGatherV:
+		return a.Gather
+	case KindScatter, KindScatterV:
+		return a.Scatter
+	case KindAllToAll, KindAllToAllV:
+		return a.AllToAll
+	case KindBarrier:
+		return a.Barrier
+	}
+	return Auto
+}

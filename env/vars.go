@@ -65,6 +65,11 @@ const (
 	EnvInitMethod = "GOCOMM_INIT_METHOD"
 	EnvDebug      = "GOCOMM_DEBUG"
 	EnvProfile    = "GOCOMM_PROFILE"
+	// EnvDebugAddr: "host:port" of the flight recorders' JSON over HTTP.
+	EnvDebugAddr = "GOCOMM_DEBUG_ADDR"
+	// EnvFlightRecorderSignal: dump the flight recorders on SIGUSR1, to
+	// stderr ("1") or into a directory.
+	EnvFlightRecorderSignal = "GOCOMM_FLIGHT_RECORDER_SIGNAL"
 	// DEEPSPEED_TIMEOUT (minutes) is honoured when GOCOMM_TIMEOUT is unset.
 	EnvDeepSpeedTimeout = "DEEPSPEED_TIMEOUT"
 

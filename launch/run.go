@@ -82,7 +82,7 @@ type Config struct {
 	// Bind is the GOCOMM_BIND the ranks get (commrun -bind-to): "" keeps
 	// the environment's and sets auto where it has none (each local rank
 	// bound to its own share of the CPUs, as mpirun does; see
-	// comm.EnvBind), none leaves the ranks unbound, or a CPU list.
+	// env.EnvBind), none leaves the ranks unbound, or a CPU list.
 	Bind string
 }
 

@@ -24,7 +24,7 @@ func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
 	for i := range w {
 		wg.Go(func() {
 			o := opts
-			o.Rank, o.Size, o.Store, o.ListenHost = i, n, store, "127.0.0.1"
+			o.Rank, o.Size, o.Store, o.Transport.ListenHost = i, n, store, "127.0.0.1"
 			o.Getenv = func(string) string { return "" }
 			w[i], errs[i] = comm.Init(ctx, o)
 		})

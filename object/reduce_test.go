@@ -393,7 +393,7 @@ func TestReduceFailsEveryRank(t *testing.T) {
 // Over TCP too: the tree's messages travel point to point on a private
 // view of the communicator, beside the caller's own sends and receives.
 func TestReduceOverTCPBesideUserMessages(t *testing.T) {
-	world := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Transport: "tcp"})
+	world := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Transport: comm.TransportOptions{Kind: comm.TransportTCP}})
 	res, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (string, error) {
 		// A message on tag 0 that the reduction must not take.
 		next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3

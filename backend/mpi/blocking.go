@@ -339,6 +339,6 @@ func (c *Comm) watchBlocked(now time.Time) {
 	b.mu.Unlock()
 	c.w.log.Warn("mpi backend: a blocking MPI call is given up but MPI cannot interrupt it; it returns when every rank has joined it",
 		"op", kind, "seq", seq, "mpi", fn, "reason", why, "job_abort_in", stuckGrace)
-	c.w.abort(&backend.OpError{Op: kind, Rank: c.rank, Peer: -1, Seq: seq,
+	c.w.abort(&core.OpError{Op: kind, Rank: c.rank, Peer: -1, Seq: seq,
 		Err: fmt.Errorf("%w in %s: MPI cannot interrupt a blocking call", why, fn)})
 }

@@ -99,7 +99,7 @@
 // GOCOMM_MPI_BLOCKING_MAX=none.
 //
 // MPI cannot withdraw a started collective. When a collective's ctx ends,
-// or MPI reports an error, the operation returns an *backend.OpError and
+// or MPI reports an error, the operation returns a *core.OpError and
 // the world is aborted exactly as by Abort: every pending and later
 // operation of the world, on every rank, fails with an error matching
 // transport.ErrAborted. Abort never calls MPI_Abort, which would kill the

@@ -351,7 +351,7 @@ func (c *Comm) SettleTime() time.Duration { return settleTime }
 func (c *Comm) do(f func()) { c.w.do(f) }
 
 func (c *Comm) opErr(req *backend.Request, peer int, err error) error {
-	return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: peer, Seq: req.Seq, Err: err}
+	return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: peer, Seq: req.Seq, Err: err}
 }
 
 // Run performs req on MPI. Collectives start in req.Seq order.

@@ -20,6 +20,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/mpi"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -512,7 +513,7 @@ func childBootstrap(ctx context.Context) error {
 func childBootstrapInit(ctx context.Context) error {
 	for k, v := range map[string]string{
 		"OMPI_COMM_WORLD_LOCAL_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_RANK": "0",
-		comm.EnvSocketHost: "127.0.0.1", comm.EnvBackend: "native",
+		env.EnvSocketHost: "127.0.0.1", env.EnvBackend: "native",
 	} {
 		os.Setenv(k, v)
 	}

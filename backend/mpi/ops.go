@@ -109,7 +109,7 @@ func (c *Comm) finishAvg(req *backend.Request, k *call) error {
 	return nil
 }
 
-// fail turns the failure of a collective into an *backend.OpError and
+// fail turns the failure of a collective into an *core.OpError and
 // aborts the world with it.
 func (c *Comm) fail(req *backend.Request, peer int, err error, doing string) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -417,8 +417,8 @@ func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error
 		if len(late) == 0 {
 			return nil
 		}
-		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
-			Err: &backend.BarrierError{Late: late, Timeout: req.Timeout}}
+		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
+			Err: &core.BarrierError{Late: late, Timeout: req.Timeout}}
 	}
 	byteType := dtypeCode(backend.Byte)
 	// post starts a send (send=true) or receive of b with peer and tag.

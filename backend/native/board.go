@@ -340,7 +340,7 @@ func (c *Comm) boardError(ctx context.Context, req *backend.Request, err error) 
 		chain = c.waits.chain(c.members[c.rank], c.members[peer])
 		err = fmt.Errorf("%w%s", err, c.describeChain(chain))
 	}
-	opErr := &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: peer, Seq: req.Seq, Err: err}
+	opErr := &core.OpError{Op: req.Kind, Rank: c.rank, Peer: peer, Seq: req.Seq, Err: err}
 	if !errors.Is(err, transport.ErrClosed) {
 		c.ep.Abort(c.rootCause(ctx, peer, chain, err, opErr))
 	}

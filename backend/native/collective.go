@@ -7,6 +7,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/transport"
 )
 
@@ -50,7 +51,7 @@ func (c *Comm) collective(ctx context.Context, req *backend.Request) error {
 
 // opError is err as the failure of req on this rank, no peer to blame.
 func (c *Comm) opError(req *backend.Request, err error) error {
-	return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+	return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
 }
 
 // hierarchical runs req as a hierarchical collective if c's topology makes

@@ -569,7 +569,7 @@ func wholeElems(esize int, reduce func(off int, p []byte)) func(off int, p []byt
 	}
 }
 
-// fail turns a transport error into an *backend.OpError and aborts the world
+// fail turns a transport error into an *core.OpError and aborts the world
 // unless the failure already is an abort.
 func (e *execution) fail(ctx context.Context, peer, step int, doing string, err error) error {
 	rawPeer := peer
@@ -581,7 +581,7 @@ func (e *execution) fail(ctx context.Context, peer, step int, doing string, err 
 		}
 		err = fmt.Errorf("%w at step %d %s rank %d (%s)%s", ctxErr, step, doing, peer, e.hdr.Sig, e.c.describeChain(chain))
 	}
-	opErr := &backend.OpError{Op: e.req.Kind, Rank: e.c.shownRank(e.c.rank), Peer: peer, Seq: e.req.Seq, Err: err}
+	opErr := &core.OpError{Op: e.req.Kind, Rank: e.c.shownRank(e.c.rank), Peer: peer, Seq: e.req.Seq, Err: err}
 	// Abort tells every other rank why, also when this endpoint already
 	// failed by itself (a lost peer): a rank that has not noticed the loss
 	// yet must not wait, nor mistake this rank's later Close or exit for

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 	"github.com/gocomm/comm/internal/transport"
 )
@@ -88,11 +89,11 @@ func sub(ctx context.Context, g *Comm, req *backend.Request, kind backend.Kind, 
 		r.SigCount = len(send) / req.DType.Size()
 	}
 	err := g.collective(ctx, &r)
-	var phase *backend.OpError
+	var phase *core.OpError
 	if errors.As(err, &phase) {
 		// Say it as the caller's collective, in the caller's ranks (the
 		// phase's error already names peers that way: Comm.outer).
-		return &backend.OpError{Op: req.Kind, Rank: phase.Rank, Peer: phase.Peer, Seq: req.Seq,
+		return &core.OpError{Op: req.Kind, Rank: phase.Rank, Peer: phase.Peer, Seq: req.Seq,
 			Err: fmt.Errorf("in its hierarchical %v phase: %w", kind, phase.Err)}
 	}
 	return err
@@ -119,7 +120,7 @@ func (c *Comm) hierarchicalAllReduce(ctx context.Context, t *topology, req *back
 	}
 	if req.Op == backend.Avg {
 		if err := kernel.Divide(req.DType, req.Recv, c.size); err != nil {
-			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
+			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
@@ -223,7 +224,7 @@ func (c *Comm) SettleTime() time.Duration {
 
 func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 	if c.isClosed() {
-		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: transport.ErrClosed}
+		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: transport.ErrClosed}
 	}
 	if c.board != nil && req.Seq != 0 {
 		if done, err := c.runOnBoard(ctx, req); done {
@@ -251,7 +252,7 @@ func (c *Comm) p2pHeader(req *backend.Request) transport.Header {
 
 func (c *Comm) send(ctx context.Context, req *backend.Request) error {
 	if err := c.ep.Send(ctx, c.members[req.Peer], c.p2pHeader(req), req.Send); err != nil {
-		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
+		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
 	}
 	return nil
 }
@@ -270,7 +271,7 @@ func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
 		req.Received = len(req.Recv)
 	}
 	if err != nil {
-		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
+		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: req.Peer, Err: err}
 	}
 	req.Source = c.commRank(from)
 	return nil
@@ -295,18 +296,18 @@ func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error
 		if len(late) == 0 {
 			return nil
 		}
-		return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
-			Err: &backend.BarrierError{Late: late, Timeout: req.Timeout}}
+		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
+			Err: &core.BarrierError{Late: late, Timeout: req.Timeout}}
 	}
 	if c.rank != 0 {
 		h.Tag = 0
 		if err := c.ep.Send(ctx, c.members[0], h, nil); err != nil {
-			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
+			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
 		}
 		status := make([]byte, c.size)
 		h.Tag = 1
 		if _, err := c.ep.Recv(ctx, c.members[0], h, status); err != nil {
-			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
+			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: 0, Seq: req.Seq, Err: err}
 		}
 		return report(lateRanks(status))
 	}
@@ -331,7 +332,7 @@ func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error
 				continue
 			}
 		default:
-			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
+			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
 		}
 	}
 	if !req.WaitAll {
@@ -346,7 +347,7 @@ func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error
 	h.Tag = 1
 	for r := 1; r < c.size; r++ {
 		if err := c.ep.Send(ctx, c.members[r], h, status); err != nil {
-			return &backend.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
+			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: r, Seq: req.Seq, Err: err}
 		}
 	}
 	return report(lateRanks(status))

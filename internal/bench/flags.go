@@ -11,6 +11,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Transport is how commbench's ranks are connected.
@@ -19,7 +20,7 @@ type Transport uint8
 // Transports.
 const (
 	// TransportAuto: one process per rank, connected as the library
-	// connects a program that does not choose (comm.Options.Transport ""
+	// connects a program that does not choose (comm.Options.Transport.Kind zero
 	// and GOCOMM_TRANSPORT, by default "auto": shared memory between
 	// ranks of one host, TCP between hosts). commbench's default, so that
 	// a first measurement is of what a program will run.
@@ -68,7 +69,7 @@ type Config struct {
 	Check     bool
 	Shared    bool // --shared-buffers
 	InPlace   bool // --in-place
-	Algo      backend.Algorithms
+	Algo      core.Algorithms
 	AlgoText  string        // --algo as given, for the header
 	Timeout   time.Duration // bound of each operation
 	Series    string        // label of this run's results
@@ -84,23 +85,23 @@ type Config struct {
 }
 
 // algoKinds maps --algo keys to the Algorithms field they set.
-var algoKinds = map[string]func(*backend.Algorithms) *algo.Algorithm{
-	"allreduce":     func(a *backend.Algorithms) *algo.Algorithm { return &a.AllReduce },
-	"reduce":        func(a *backend.Algorithms) *algo.Algorithm { return &a.Reduce },
-	"broadcast":     func(a *backend.Algorithms) *algo.Algorithm { return &a.Broadcast },
-	"bcast":         func(a *backend.Algorithms) *algo.Algorithm { return &a.Broadcast },
-	"allgather":     func(a *backend.Algorithms) *algo.Algorithm { return &a.AllGather },
-	"reducescatter": func(a *backend.Algorithms) *algo.Algorithm { return &a.ReduceScatter },
-	"gather":        func(a *backend.Algorithms) *algo.Algorithm { return &a.Gather },
-	"scatter":       func(a *backend.Algorithms) *algo.Algorithm { return &a.Scatter },
-	"alltoall":      func(a *backend.Algorithms) *algo.Algorithm { return &a.AllToAll },
-	"barrier":       func(a *backend.Algorithms) *algo.Algorithm { return &a.Barrier },
+var algoKinds = map[string]func(*core.Algorithms) *algo.Algorithm{
+	"allreduce":     func(a *core.Algorithms) *algo.Algorithm { return &a.AllReduce },
+	"reduce":        func(a *core.Algorithms) *algo.Algorithm { return &a.Reduce },
+	"broadcast":     func(a *core.Algorithms) *algo.Algorithm { return &a.Broadcast },
+	"bcast":         func(a *core.Algorithms) *algo.Algorithm { return &a.Broadcast },
+	"allgather":     func(a *core.Algorithms) *algo.Algorithm { return &a.AllGather },
+	"reducescatter": func(a *core.Algorithms) *algo.Algorithm { return &a.ReduceScatter },
+	"gather":        func(a *core.Algorithms) *algo.Algorithm { return &a.Gather },
+	"scatter":       func(a *core.Algorithms) *algo.Algorithm { return &a.Scatter },
+	"alltoall":      func(a *core.Algorithms) *algo.Algorithm { return &a.AllToAll },
+	"barrier":       func(a *core.Algorithms) *algo.Algorithm { return &a.Barrier },
 }
 
 // ParseAlgorithms parses --algo: comma-separated op=algorithm pairs, such
 // as allreduce=ring,broadcast=tree.
-func ParseAlgorithms(s string) (backend.Algorithms, error) {
-	var a backend.Algorithms
+func ParseAlgorithms(s string) (core.Algorithms, error) {
+	var a core.Algorithms
 	for _, kv := range strings.Split(s, ",") {
 		kv = strings.TrimSpace(kv)
 		if kv == "" {

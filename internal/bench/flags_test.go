@@ -11,6 +11,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func TestParseArgsDefaults(t *testing.T) {
@@ -101,12 +102,12 @@ func TestParseAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := backend.Algorithms{AllReduce: algo.RecursiveDoubling, ReduceScatter: algo.Ring, AllToAll: algo.Pairwise,
+	want := core.Algorithms{AllReduce: algo.RecursiveDoubling, ReduceScatter: algo.Ring, AllToAll: algo.Pairwise,
 		Barrier: algo.Tree, Reduce: algo.Tree, AllGather: algo.HalvingDoubling, Gather: algo.Linear, Scatter: algo.Tree}
 	if a != want {
 		t.Errorf("ParseAlgorithms = %+v, want %+v", a, want)
 	}
-	if a, err := ParseAlgorithms(""); err != nil || a != (backend.Algorithms{}) {
+	if a, err := ParseAlgorithms(""); err != nil || a != (core.Algorithms{}) {
 		t.Errorf("empty = %+v, %v", a, err)
 	}
 }
@@ -131,13 +132,13 @@ func TestTransportFlag(t *testing.T) {
 // GOCOMM_TRANSPORT, else auto); the explicit ones force it. The labels
 // say what auto chose.
 func TestSelectTransport(t *testing.T) {
-	for tr, want := range map[Transport]string{TransportAuto: "", TransportTCP: "tcp", TransportSHM: "shm", TransportInproc: ""} {
-		opts := comm.Options{Transport: "stale"}
+	for tr, want := range map[Transport]comm.TransportKind{TransportAuto: comm.TransportAuto, TransportTCP: comm.TransportTCP, TransportSHM: comm.TransportSHM, TransportInproc: comm.TransportAuto} {
+		opts := comm.Options{Transport: comm.TransportOptions{Kind: "stale"}}
 		if tr == TransportInproc {
-			opts.Transport = ""
+			opts.Transport.Kind = comm.TransportAuto
 		}
-		if err := selectTransport(tr, &opts); err != nil || opts.Transport != want {
-			t.Errorf("selectTransport(%v) = %q, %v; want %q", tr, opts.Transport, err, want)
+		if err := selectTransport(tr, &opts); err != nil || opts.Transport.Kind != want {
+			t.Errorf("selectTransport(%v) = %q, %v; want %q", tr, opts.Transport.Kind, err, want)
 		}
 	}
 	for _, tc := range []struct {

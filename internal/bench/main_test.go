@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
 )
@@ -214,7 +214,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		t.Skip("starts mpirun and Python")
 	}
 	t.Setenv(helperEnv, "1") // the gocomm series runs this test binary as commbench
-	for _, k := range []string{comm.EnvRank, comm.EnvWorldSize, comm.EnvMasterAddr, comm.EnvMasterPort} {
+	for _, k := range []string{env.EnvRank, env.EnvWorldSize, env.EnvMasterAddr, env.EnvMasterPort} {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}

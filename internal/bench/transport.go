@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/env"
 )
 
 // selectTransport adjusts the options of comm.Init (or NewLocalWorld) for
 // transport t. It is the one place that knows how each transport is
-// chosen: TransportAuto leaves Options.Transport empty, so that Init
+// chosen: TransportAuto leaves Options.Transport.Kind zero, so that Init
 // chooses as it does for any program (GOCOMM_TRANSPORT, else shared
 // memory between ranks of one host and TCP between hosts); TransportSHM
 // puts every peer on shared memory (Init fails when a peer is on another
@@ -17,11 +18,11 @@ import (
 func selectTransport(t Transport, opts *comm.Options) error {
 	switch t {
 	case TransportAuto:
-		opts.Transport = ""
+		opts.Transport.Kind = comm.TransportAuto
 	case TransportSHM:
-		opts.Transport = "shm"
+		opts.Transport.Kind = comm.TransportSHM
 	case TransportTCP:
-		opts.Transport = "tcp"
+		opts.Transport.Kind = comm.TransportTCP
 	}
 	return nil
 }
@@ -82,5 +83,5 @@ func seriesLabel(t Transport, backendName, mode string, hosts, size int) string 
 	return label
 }
 
-// transportEnv is the variable Init reads when Options.Transport is "".
-const transportEnv = comm.EnvTransport
+// transportEnv is the variable Init reads when Options.Transport.Kind is zero.
+const transportEnv = env.EnvTransport
