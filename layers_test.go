@@ -24,6 +24,7 @@ var layers = []struct {
 		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release"}},
 	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
 	{"byte movement", []string{"internal/transport"}},
+	{"shared-memory collectives", []string{"internal/shmcoll"}},
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
@@ -36,7 +37,7 @@ var layers = []struct {
 // backend speaks to its own machinery only, and the launcher knows the
 // environment contract, not the library.
 var forbidden = map[string][]string{
-	"backend/mpi":    {"internal/transport", "backend/native", "internal/bufpool"},
+	"backend/mpi":    {"internal/transport", "internal/shmcoll", "backend/native", "internal/bufpool"},
 	"backend/native": {"backend/mpi"},
 	"launch":         {""},
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/shmcoll"
 	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
 )
 
 // Small collectives of a world on one host run on the shared-memory board
-// (transport.Board): every rank posts its contribution in its own slot of
+// (shmcoll.Board): every rank posts its contribution in its own slot of
 // the host's segment and reads the others' straight out of theirs, with no
 // message, schedule or plan. Measured against the schedules, see
 // boardKinds.
@@ -28,7 +29,7 @@ import (
 // forms on several goroutines) waits for it to start.
 
 // The largest contribution per rank that runs on the board, by kind
-// (transport.BoardBytes bounds them all); above, all-reduces run on the
+// (shmcoll.BoardBytes bounds them all); above, all-reduces run on the
 // stage and the others on schedules. Measured against those, binaries
 // alternating, 2 KiB-16 KiB, 2 ranks and 4 ranks on 2 CPUs
 // (docs/results/2026-11-27/board-sizes): the board's single
@@ -44,7 +45,7 @@ const (
 	boardAllReduceMax = 8 << 10
 	boardReduceMax    = 2 << 10
 	boardBroadcastMax = 1 << 10
-	boardAllGatherMax = transport.BoardBytes
+	boardAllGatherMax = shmcoll.BoardBytes
 )
 
 // boardEligible reports whether req runs on the board: all-reduce,
@@ -70,7 +71,7 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 }
 
 // stageEligible reports whether req runs on the board's stage: an
-// all-reduce above the board's limit (transport.Board.AllReduce), a
+// all-reduce above the board's limit (shmcoll.Board.AllReduce), a
 // broadcast from its limits below (Board.Broadcast), an all-to-all of even
 // counts (Board.AllToAll), an all-gather above the board's limit
 // (Board.AllGather), a reduce-scatter of even counts
@@ -168,7 +169,7 @@ func (c *Comm) allReduceOnStage(ctx context.Context, req *backend.Request, sig t
 }
 
 // stageFold is the fold of req's reduction for the stage.
-func stageFold(req *backend.Request) transport.Fold {
+func stageFold(req *backend.Request) shmcoll.Fold {
 	dt, op := req.DType, req.Op
 	return func(dst, out []byte, srcs [][]byte) error {
 		if out != nil {

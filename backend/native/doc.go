@@ -20,8 +20,8 @@
 // board.go: all-reduce 8 KiB, all-gather 16 KiB per rank, reduce 2 KiB,
 // broadcast 1 KiB; no algorithm forced) skip all of that: each rank posts its
 // contribution on the shared-memory board and reads the others' there
-// (board.go, transport.Board); larger all-reduces run on the board's
-// stage (transport.Board.AllReduce): every rank posts its chunk in the
+// (board.go, shmcoll.Board); larger all-reduces run on the board's
+// stage (shmcoll.Board.AllReduce): every rank posts its chunk in the
 // segment, folds its stripe of the chunk from every rank's, and copies
 // every stripe out, two synchronisations per chunk instead of a ring's
 // steps.

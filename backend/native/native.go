@@ -13,6 +13,7 @@ import (
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
+	"github.com/gocomm/comm/internal/shmcoll"
 	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
 )
@@ -53,7 +54,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	// host (transport.HostTopology).
 	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
 		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: cfg.Transport.Mode,
-		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes, Stores: cfg.Transport.SHMStores},
+		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes, Stores: cfg.Transport.SHMStores, Areas: shmcoll.Areas},
 	})
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ type Comm struct {
 
 	// board, on a world whose ranks all share this host's memory, runs
 	// small collectives (board.go); turn then orders the collectives.
-	board *transport.Board
+	board *shmcoll.Board
 	turn  turn.Turn
 	// turnCtx bounds the operation holding the turn when run inline
 	// (InlineAllReduce) by the communicator's timeout: one at a time.
@@ -120,7 +121,7 @@ func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
 	c := &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members,
 		waits: newWaitWatch(ep, cfg.Timeout)}
 	if h, ok := ep.(*transport.Hybrid); ok {
-		if c.board = h.Board(); c.board != nil {
+		if c.board = shmcoll.New(h.Areas()); c.board != nil {
 			c.board.SetWaitHook(c.waits.begin)
 			c.manyPerCPU = c.size > cpubind.HostCPUs()
 		}

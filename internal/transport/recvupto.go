@@ -64,7 +64,7 @@ func (e *shmEndpoint) recvUpTo(ctx context.Context, peer int, h Header, buf []by
 	if r == nil {
 		return from, n, err
 	}
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	from, err = e.await(ctx, r, false, &bo)
 	if err != nil {
 		return from, 0, err

@@ -183,6 +183,9 @@ type SHMOptions struct {
 	SpinWait, YieldWait time.Duration
 	// stageSpin is SpinWait for the stage's waits (withDefaults).
 	stageSpin time.Duration
+	// Areas sets aside room in the segment for shared-memory
+	// collectives (see SegmentAreas).
+	Areas SegmentAreas
 	// SingleCopyBytes is the smallest message that the receiver copies
 	// straight out of the sender's memory instead of through the ring
 	// (where the kernel allows it: process_vm_readv between the ranks'
@@ -279,6 +282,7 @@ func shmDirs(dir string) []string {
 type shmLayout struct {
 	n         int // local ranks
 	ringBytes int
+	areas     SegmentAreas
 }
 
 func (l shmLayout) consBlock(j int) int { return shmPage + j*consBlockSize }
@@ -303,19 +307,23 @@ func (l shmLayout) ring(i, j int) int {
 	return l.ringsStart() + k*l.ringBytes
 }
 
-// board returns the offset of the board area (see Board), after the
-// rings; segments of more than MaxBoardRanks ranks have none.
+// board returns the offset of the collectives' board area (see
+// SegmentAreas), after the rings; segments of more than areas.MaxRanks
+// ranks have none.
 func (l shmLayout) board() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
 
-// stage returns the offset of the stage area (see Board.AllReduce),
-// page-aligned after the board's.
-func (l shmLayout) stage() int { return roundUp(l.board()+boardSize(l.n), shmPage) }
+// stage returns the offset of the collectives' stage area, page-aligned
+// after the board's.
+func (l shmLayout) stage() int { return roundUp(l.board()+l.n*l.areas.Board, shmPage) }
+
+// hasAreas reports whether the segment sets aside collective areas.
+func (l shmLayout) hasAreas() bool { return l.n <= l.areas.MaxRanks }
 
 func (l shmLayout) size() int {
-	if l.n > MaxBoardRanks {
+	if !l.hasAreas() {
 		return l.board()
 	}
-	return l.stage() + stageSize(l.n)
+	return l.stage() + l.n*l.areas.Stage
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
@@ -448,53 +456,56 @@ func getFirstHeader(d []byte, off int) (h Header, total uint64) {
 	return h, le.Uint64(b[56:])
 }
 
-// waitPhase is what a waiting rank does next.
-type waitPhase uint8
+// WaitPhase is what a waiting rank does next.
+type WaitPhase uint8
 
 const (
-	phaseSpin  waitPhase = iota // poll again at once
-	phaseYield                  // poll after yielding the CPU
-	phaseSleep                  // sleep on a futex until woken
+	PhaseSpin  WaitPhase = iota // poll again at once
+	PhaseYield                  // poll after yielding the CPU
+	PhaseSleep                  // sleep on a futex until woken
 )
 
-// backoff paces one wait: spin for spinWait, then yield between polls for
+// Backoff paces one wait: spin for spinWait, then yield between polls for
 // yieldWait, then sleep. Reset it after progress. It reads internal/clock,
 // which costs a fraction of time.Now on virtual machines: the yield phase
 // reads it on every poll.
-type backoff struct {
+type Backoff struct {
 	spin, yield time.Duration
 	n           int
 	start       int64 // clock.Nanos at the wait's 64th poll (or first, without spin)
 	started     bool
-	phase       waitPhase
+	phase       WaitPhase
 }
 
-func (b *backoff) reset() { b.n, b.phase = 0, phaseSpin }
+func (b *Backoff) reset() { b.n, b.phase = 0, PhaseSpin }
 
-// next returns the phase of the next poll.
-func (b *backoff) next() waitPhase {
+// Polls is the number of polls so far (calls of Next).
+func (b *Backoff) Polls() int { return b.n }
+
+// Next returns the phase of the next poll.
+func (b *Backoff) Next() WaitPhase {
 	b.n++
-	if b.phase == phaseSleep {
-		return phaseSleep
+	if b.phase == PhaseSleep {
+		return PhaseSleep
 	}
 	if b.n == 1 {
 		// The clock is read from the 64th poll on: most waits for a
 		// small message end before it.
 		b.started = false
 		if b.spin == 0 {
-			b.phase = phaseYield
+			b.phase = PhaseYield
 			b.start, b.started = clock.Nanos(), true
 		}
 	}
 	if b.n&63 == 0 && !b.started {
 		b.start, b.started = clock.Nanos(), true
 	}
-	if b.n&63 == 0 || b.phase != phaseSpin {
+	if b.n&63 == 0 || b.phase != PhaseSpin {
 		switch el := time.Duration(clock.Nanos() - b.start); {
 		case el >= b.spin+b.yield:
-			b.phase = phaseSleep
+			b.phase = PhaseSleep
 		case el >= b.spin:
-			b.phase = phaseYield
+			b.phase = PhaseYield
 		}
 	}
 	return b.phase
@@ -517,7 +528,7 @@ func (b *backoff) next() waitPhase {
 // VM, where 0 was set against 1 us).
 var crowdedSpinWait = sync.OnceValue(systemCallCost)
 
-// yieldCPU gives up the CPU to other threads of any process (ranks may
+// YieldCPU gives up the CPU to other threads of any process (ranks may
 // outnumber cores). With a single P it also lets this process's other
 // goroutines run, on every 64th call. With more Ps they have others to
 // run on, and runtime.Gosched would do harm: it puts the caller on the
@@ -526,7 +537,7 @@ var crowdedSpinWait = sync.OnceValue(systemCallCost)
 // with the peer being waited for. On a machine with as many ranks as
 // cores, those wakes turned a few microseconds' delay into stalls of
 // 30-300 us.
-func (b *backoff) yieldCPU() {
+func (b *Backoff) YieldCPU() {
 	if b.n&63 == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 		return

@@ -251,15 +251,15 @@ func (e *shmEndpoint) waitHead(ctx context.Context, o *ringOut, need uint64, fai
 	if !failFast {
 		failed = nil
 	}
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
 		if err := roomGone(ctx, o, failed, lost); err != nil {
 			return head, err
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			// Nobody may be polling the ring: wake the peer's drainer.
 			e.sleepForRoom(ctx, o, maxSleep, failed, lost, o.cons.wakeDrainer, func() bool {
 				return atomic.LoadUint64(o.ctl.head) >= need
@@ -316,7 +316,7 @@ func (e *shmEndpoint) sleepForRoom(ctx context.Context, o *ringOut, d time.Durat
 func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, blocking bool) error {
 	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
 	start := time.Now()
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for {
 		if atomic.LoadUint64(o.ctl.head) >= need {
 			return nil
@@ -329,17 +329,17 @@ func (e *shmEndpoint) waitCopied(ctx context.Context, o *ringOut, need uint64, b
 			}
 			return err
 		}
-		phase := bo.next()
-		if phase != phaseSpin && len(e.ins) > 0 && e.role.CompareAndSwap(0, 1) {
-			e.singleLazy = phase == phaseYield || (!blocking && time.Since(start) < singlePatience)
+		phase := bo.Next()
+		if phase != PhaseSpin && len(e.ins) > 0 && e.role.CompareAndSwap(0, 1) {
+			e.singleLazy = phase == PhaseYield || (!blocking && time.Since(start) < singlePatience)
 			e.drain()
 			e.role.Store(0)
 			e.afterRole()
 		}
 		switch phase {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			w, d := uint32(waitCopy), singlePatience-time.Since(start)
 			if d <= 0 {
 				w, d = waitRoom, maxSleep

@@ -232,7 +232,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 	defer e.unrefMap()
 	o := s.o
 	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -274,10 +274,10 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 			}
 			continue
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			e.sleepForRoom(ctx, o, max(s.patience, streamSleep), failed, lost,
 				func() { s.wakeDrainer(clock.Nanos()) },
 				func() bool {

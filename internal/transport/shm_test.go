@@ -504,9 +504,9 @@ func TestSHMOptionsDefaults(t *testing.T) {
 	if shmSupported && o.SpinWait <= 0 {
 		t.Errorf("%d ranks on %d CPUs: spin %v, want a system call's time (%v measured)", cpus+1, cpus, o.SpinWait, systemCallCost())
 	}
-	bo := backoff{spin: o.SpinWait, yield: o.YieldWait}
+	bo := Backoff{spin: o.SpinWait, yield: o.YieldWait}
 	for i := 1; shmSupported && i < 64; i++ {
-		if p := bo.next(); p != phaseSpin {
+		if p := bo.Next(); p != PhaseSpin {
 			t.Fatalf("%d ranks on %d CPUs: poll %d of a wait is phase %v, want a spin before the first yield", cpus+1, cpus, i, p)
 		}
 	}

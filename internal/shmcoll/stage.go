@@ -1,10 +1,11 @@
-package transport
+package shmcoll
 
 import (
 	"context"
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
@@ -122,8 +123,8 @@ type Fold func(dst, out []byte, srcs [][]byte) error
 // combines contributions. Every rank of the world must call it for the
 // same collectives in the same order, interleaved with Exchange alike. A
 // peer that posted another signature at seq, or ran seq elsewhere, is a
-// *MismatchError.
-func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, recv []byte, elem int, fold Fold) error {
+// *core.MismatchError.
+func (b *Board) AllReduce(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, elem int, fold Fold) error {
 	if len(send) != len(recv) {
 		return fmt.Errorf("comm: transport: stage all-reduce of %d bytes into %d", len(send), len(recv))
 	}
@@ -136,7 +137,7 @@ func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, 
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	around := len(send) >= StageAroundMin
 	for off := 0; off < len(send) || off == 0; off += StageChunk {
 		end := min(off+StageChunk, len(send))
@@ -260,10 +261,10 @@ func (b *Board) stageWait(w *boardWait, r, s int, n uint64) error {
 	}
 	remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
 	if remote != w.sig {
-		return &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+		return &core.MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 	}
 	if seq := atomic.LoadUint64(p.seq[s]); seq != w.seq {
-		return &PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory stage where this rank posted %d (%v): the ranks' stage collectives are out of step",
+		return &core.PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory stage where this rank posted %d (%v): the ranks' stage collectives are out of step",
 			r, seq, w.seq, w.sig)}
 	}
 	return nil
