@@ -73,8 +73,6 @@ const (
 	stageBlockSize = (3*cacheLine + 2*stageSlotSize + shmPage - 1) / shmPage * shmPage
 )
 
-// stageSize is the size of the stage area of a segment of n ranks.
-func stageSize(n int) int { return n * stageBlockSize }
 
 // stageBlock holds pointers into one rank's stage block.
 type stageBlock struct {
