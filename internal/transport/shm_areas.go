@@ -22,9 +22,9 @@ type SegmentAreas struct {
 // It moves no data and runs no collective. Its methods are safe for
 // concurrent use.
 type Areas struct {
-	e  *shmEndpoint
-	mu *sync.RWMutex // e's mapMu
-	mb *mailbox      // e's
+	e            *shmEndpoint
+	mu           *sync.RWMutex // e's mapMu
+	mb           *mailbox      // e's
 	n, me        int
 	board, stage []byte
 	// closing is called by the endpoint's close with the mapping locked
