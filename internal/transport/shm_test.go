@@ -203,8 +203,8 @@ func TestHybridRoutes(t *testing.T) {
 				t.Errorf("rank %d: SharedMemory(%d) = %v, want %v", r, p, e.SharedMemory(p), want)
 			}
 		}
-		if e.SHMError() != nil {
-			t.Errorf("rank %d: %v", r, e.SHMError())
+		if e.shmError() != nil {
+			t.Errorf("rank %d: %v", r, e.shmError())
 		}
 	}
 	ctx := tctx(t)
@@ -399,8 +399,8 @@ func TestSHMFallback(t *testing.T) {
 		}
 	}()
 	for r, e := range ws {
-		if e.SHMError() == nil || !strings.Contains(e.SHMError().Error(), "injected") {
-			t.Errorf("rank %d: SHMError %v", r, e.SHMError())
+		if e.shmError() == nil || !strings.Contains(e.shmError().Error(), "injected") {
+			t.Errorf("rank %d: shmError %v", r, e.shmError())
 		}
 		for p := range 3 {
 			if e.SharedMemory(p) {

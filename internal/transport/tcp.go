@@ -566,12 +566,12 @@ func (c *tcpConn) sayGoodbye(deadline time.Time) {
 	}
 }
 
-// Kill makes the endpoint vanish as if its process crashed: connections
+// kill makes the endpoint vanish as if its process crashed: connections
 // are cut without goodbye, so every peer aborts with a *PeerError wrapping
 // ErrPeerLost that names this rank; this endpoint's own operations fail
 // with ErrAborted. Close must still be called to wait for goroutines. For
 // fault-injection tests.
-func (t *TCP) Kill() {
+func (t *TCP) kill() {
 	t.mb.fail(&AbortError{Cause: errKilled})
 	for _, c := range t.conns {
 		if c != nil {
