@@ -265,7 +265,7 @@ func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
 	var from int
 	var err error
 	if req.UpTo {
-		from, req.Received, err = c.recvUpTo(ctx, peer, req)
+		req.Received, from, err = c.recvUpTo(ctx, peer, req)
 	} else {
 		from, err = c.ep.Recv(ctx, peer, c.p2pHeader(req), req.Recv)
 		req.Received = len(req.Recv)
