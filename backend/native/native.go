@@ -205,12 +205,11 @@ func (c *Comm) isClosed() bool {
 // set up (backend.Settler), when its shared-memory waits sleep holding
 // their P (transport.Hybrid.SleepsHoldingP): Init's own waits for its
 // peers (the store, the connections) restarted the Go runtime's monitor
-// at its 20 us tick, ~14 us of the rank's core per tick on this VM class
-// for ~20 ms, and the first operations would run through it. Once slowed
-// down, the monitor stays slow, as such a rank's waits no longer give
-// their P back. Measured (commbench -n 2, all-reduce 8 and 32 B, 1000
-// warm-ups, 5000 iterations, 4 rounds alternating, 2026-11-27): cases
-// with a p99 above 50 us 4 of 8 without, 1 of 8 with 20 ms.
+// at its fastest tick, which takes a share of the rank's core for a while,
+// and the first operations would run through it. Once slowed down, the
+// monitor stays slow, as such a rank's waits no longer give their P
+// back. It trades Init's latency for a steadier tail of the first
+// operations (see docs/tuning.md).
 const settleTime = 20 * time.Millisecond
 
 // SettleTime is backend.Settler's: settleTime for a world communicator

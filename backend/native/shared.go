@@ -3,7 +3,7 @@ package native
 // Shared allocations (comm.AllocShared): on a world with a board, memory
 // every rank maps (shmcoll.Board.MapShared). From the first one on, an
 // all-reduce above the board's size first has the ranks post where their
-// buffers are (one board exchange, ~1 us); when every rank's are shared
+// buffers are (one small board exchange); when every rank's are shared
 // it runs in place (shmcoll.Board.AllReduceShared), else on the stage
 // as before.
 

@@ -53,18 +53,15 @@ const (
 
 	boardHeader = 32
 	// boardTouchBytes bounds the payloads whose lines a wait loads early
-	// (Exchange's size). At 1 KiB, loading 16 lines (or the first 8) on
-	// every poll was slower than not (2 ranks, 1.40-1.42 -> 1.59 us): the
-	// polls take the lines from the writer while it still copies into
-	// them.
+	// (Exchange's size). Above it, loading the lines on every poll was
+	// slower than not: the polls take the lines from the writer while it
+	// still copies into them.
 	boardTouchBytes = 512
 	// boardSharedCopy: from this size a rank writes its contribution
 	// with stores that bypass its cache (kernel.CopyShared), as the
 	// rings and the stage do: the peers read those lines two operations
 	// ago, and plain stores wait for each line to be taken back from
-	// their caches. 2 ranks, alternating: all-reduce 4 / 8 / 16 KiB
-	// 2.24 / 3.23 / 5.69 -> 1.80 / 2.62 / 4.05 us, broadcast 8-16 KiB
-	// 2.31-4.00 -> 1.39-1.54 us.
+	// their caches; below this size the plain copy is as fast.
 	boardSharedCopy = 4 << 10
 	boardSlotSize   = (boardHeader + BoardBytes + cacheLine - 1) / cacheLine * cacheLine
 	boardBlockSize  = 3*cacheLine + 2*boardSlotSize
@@ -205,8 +202,8 @@ func (b *Board) Enter(seq uint64, sig core.Signature) {
 // knows (len(mine) for an all-reduce; 0 when unknown): while it waits for
 // a peer's stamp it also loads the other cache lines a contribution of
 // that size fills, so that they arrive with the stamp's line instead of
-// one cache miss after it. A 2-rank all-reduce of 32-256 B took ~0.2 us
-// longer than one of 16 B (one line) without it.
+// one cache miss after it (without it, an all-reduce of a few lines took
+// measurably longer than one of a single line).
 func (b *Board) Exchange(ctx context.Context, seq uint64, sig core.Signature, mine []byte, size, from int, read func(rank int, p []byte)) error {
 	return b.ExchangeAfter(ctx, seq, sig, mine, size, from, nil, read)
 }

@@ -27,9 +27,8 @@ import (
 // (its input read, the segment's chunk written and read, the stripe
 // written and read, the result written); reading the inputs in place, a
 // rank reads its stripe of every input and writes its stripe of every
-// result: about 2. Two goroutines on this project's test machine,
-// 2026-11-28 02:50: 64 MiB float32 in 2.9 ms in place (23 GB/s busbw),
-// 4.8-5.3 ms out of place, against the stage's ~9 ms.
+// result: about 2, which makes large all-reduces several times faster
+// than the stage's (see docs/performance.md).
 
 // sharedMap is one shared allocation as this rank sees it.
 type sharedMap struct {
@@ -133,8 +132,8 @@ func (b *Board) MapShared(id uint64, size int, agree func(ok bool) error) ([]byt
 		return nil, errors.Join(err, aerr)
 	}
 	// Each process has its own page tables: fault every page in now, not
-	// in the first all-reduce (~35 us per 4 KiB page on a virtual machine
-	// that supplies memory lazily).
+	// in the first all-reduce (a virtual machine that supplies memory
+	// lazily makes each first touch of a page slow).
 	for _, mem := range m.mem {
 		transport.Prefault(mem)
 	}
@@ -302,9 +301,8 @@ func (b *Board) foldShared(descs []sharedDesc, send, recv []byte, fold Fold) err
 	pieces, mine := b.sharedPieces, dsts[b.me]
 	// With one peer and a result too large to stay in the cache, the fold
 	// stores the stripe into both results in one pass around the cache
-	// (as the stage does from the same size): 2 ranks, 64 MiB, binaries
-	// alternating, 3-4 rounds (2026-11-29 00:00-00:03 UTC): 5.5-7.9 -> 3.2-4.2 ms;
-	// 16 MiB 1.07-1.40 -> 0.70-0.82, 8 MiB 0.37-0.45 -> 0.34-0.38.
+	// (as the stage does from the same size, for the same reason: see
+	// StageAroundMin).
 	var peer []byte
 	if b.n == 2 && n >= StageAroundMin {
 		peer = dsts[1-b.me]

@@ -12,14 +12,13 @@ import (
 // The stage's copy collectives: broadcast, all-to-all, all-gather and
 // reduce-scatter of a world whose ranks all share one host's segment,
 // through the ranks' stage blocks, in chunks numbered with the
-// all-reduce's (shm_stage.go).
+// all-reduce's (stage.go).
 //
 // A broadcast's root copies a chunk into its slot once, with stores that
 // bypass its cache, and every other rank copies it out: n copies of each
 // byte in all, against 2(n-1) through the rings and n-1 by single copy,
-// whose copies across processes pin the sender's pages one by one (this
-// project's test machine copied 64 MiB across processes at 4.1-4.6 GB/s
-// against 15-23 for a memmove, 2026-11-28). An all-to-all's rank posts a
+// whose copies across processes pin the sender's pages one by one and run
+// at a fraction of a memmove's speed. An all-to-all's rank posts a
 // piece of every peer's block in its slot, and every rank copies its
 // pieces out of every peer's: two copies of each byte, with no pair of
 // ranks that must run at once as a ring's two ends must. An all-gather

@@ -86,15 +86,12 @@ const (
 	defaultChunkBytes = 64 << 10
 	// defaultSingleCopyBytes: when a host's ranks outnumber its CPUs,
 	// from about here a copy out of the sender's process beats two copies
-	// through a ring, whose two ends must run at once to stream (4 ranks
-	// on 2 CPUs, alternating medians of 3, single copy against the ring:
-	// broadcast of 64 MiB 29.6 against 118 ms). With a CPU per rank the
-	// ring is the default: the sender's cache-bypassing copy and the
-	// receiver's overlap, where the kernel's copy across processes pins
-	// the sender's pages one by one (2 ranks, the same measure, ring
-	// speed-up at 1 / 16 / 64 MiB: broadcast 2.96x / 5.43x / 4.32x,
-	// all-gather 2.74x / 2.26x / 1.72x, all-to-all 1.19x / 2.29x /
-	// 1.83x, ping-pong 1.72x / 4.01x / 3.30x; 2026-11-27).
+	// through a ring, whose two ends must run at once to stream. With a
+	// CPU per rank the ring is the default: the sender's cache-bypassing
+	// copy and the receiver's overlap, where the kernel's copy across
+	// processes pins the sender's pages one by one, and the ring was
+	// faster at every size measured (see docs/tuning.md,
+	// GOCOMM_SHM_SINGLE_COPY).
 	defaultSingleCopyBytes = 256 << 10
 	// segmentBudget bounds a host's rings together: with many ranks on a
 	// host the default ring size shrinks to stay near it.
@@ -103,21 +100,16 @@ const (
 	// defaultSpinWait: a rank with a core of its own polls this long
 	// before it yields. Each yield is a system call, and yields in the
 	// middle of a stream of small collectives kept the Go runtime's
-	// monitor waking every 20-90 us on the rank's core (perf sched: ~13 us
-	// of it each time), which stalled the peer past a short spin and
-	// made it yield in turn. Measured (commbench -n 2, all-reduce 8 B,
-	// 1000 warm-ups, 2000 iterations, 2026-11-25, interleaved): spinning
-	// 10 us, p99 of iterations 31.8-35.7 us and loop time 1.03-1.14 us;
-	// 100 us, p99 0.65-0.85 us, 0.55-0.59 us; 1 ms, 0.60-0.75 us,
-	// 0.50-0.60 us.
+	// monitor waking on the rank's core, which stalled the peer past a
+	// short spin and made it yield in turn. It trades a core's idle time
+	// for the tail latency of small collectives (see docs/tuning.md).
 	defaultSpinWait = 200 * time.Microsecond
 	// oversubscribedStageSpin: a rank whose host's ranks outnumber its
 	// CPUs spins this long in the stage's waits, between the chunks of
 	// large collectives; its other waits poll for crowdedSpinWait. Without
-	// it (yielding from the first empty poll), 3 alternating rounds of 64
-	// MiB broadcast took 17.4-21.7 ms against 15.2-19.1, all-to-all
-	// 33.4-38.2 against 27.2-32.8, all-gather 21.7-24.6 against 17.9-20.4
-	// (4 ranks on 2 CPUs, 2026-11-28, Intel Xeon VM).
+	// it (yielding from the first empty poll) large broadcasts,
+	// all-to-alls and all-gathers on crowded hosts were slower: the next
+	// chunk often arrives within the spin.
 	oversubscribedStageSpin = time.Microsecond
 	defaultYieldWait        = time.Millisecond
 	// maxSleep bounds one futex sleep, a safety net: every event that
@@ -516,16 +508,12 @@ func (b *Backoff) Next() WaitPhase {
 // measured once, and at least the backoff's first 64 polls. A yield
 // hands the CPU to the co-located rank, and what that costs depends on
 // the machine far more than the chance that the awaited peer, running on
-// another CPU, answers within a few polls: on a 2-vCPU Intel Xeon VM
-// yielding from the first empty poll was the fastest (4 ranks on 2 CPUs,
-// all-reduce 8 B 2.62 us against 5.28 with a 1 us spin, 2026-11-28); on a
-// 2-vCPU AMD EPYC VM whose system calls cost ~1.4 us and whose sched_yield
-// to another process on the CPU ~18 us, it was 3x the slowest (46-53 us
-// against 14-20 with 64 polls first; 1 to 8 us of spin: 13.8-16.4, 20.7).
+// another CPU, answers within a few polls: where system calls and CPU
+// switches are cheap, yielding at once is fastest; where they are dear,
+// yielding at once was several times slower than polling a while first.
 // A switch costs a multiple of a system call, so a host whose calls are
 // dear gets a spin of that order; one whose calls are cheap polls only
-// the first 64 times (well under a microsecond; not measured on the Intel
-// VM, where 0 was set against 1 us).
+// the first 64 times (see docs/tuning.md).
 var crowdedSpinWait = sync.OnceValue(systemCallCost)
 
 // YieldCPU gives up the CPU to other threads of any process (ranks may
@@ -534,9 +522,9 @@ var crowdedSpinWait = sync.OnceValue(systemCallCost)
 // run on, and runtime.Gosched would do harm: it puts the caller on the
 // global run queue and wakes an idle thread to look for work, which takes
 // the caller over on another thread (the first one parks) and competes
-// with the peer being waited for. On a machine with as many ranks as
-// cores, those wakes turned a few microseconds' delay into stalls of
-// 30-300 us.
+// with the peer being waited for. With as many ranks as cores, those
+// wakes turned a few microseconds' delay into stalls a hundred times
+// longer.
 func (b *Backoff) YieldCPU() {
 	if b.n&63 == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
@@ -588,13 +576,13 @@ func (e *shmEndpoint) holdsP() bool { return e.alone && runtime.GOMAXPROCS(0) ==
 // sleep is sleepOn for this endpoint's waits. A rank alone in its process
 // with one P (GOCOMM_BIND's default for a rank with a core of its own)
 // sleeps holding the P. A sleep that lets the runtime take the P back
-// from the thread (a system call longer than sysmon's 20 us tick, with no
-// P idle) leaves every P idle, and the thread's return wakes the runtime's
-// monitor, which then ticks every 20 us for the next ~20 ms, ~14 us of
-// the rank's core each time (perf sched, 2026-11-27): the first
-// operations after any wait that reached the sleep stalled for 40-55 us
-// at the 99th percentile (docs/results/2026-11-27/sysmon). Holding the P,
-// the monitor sees a running goroutine and stays at its slow tick.
+// from the thread (a system call longer than sysmon's shortest tick, with
+// no P idle) leaves every P idle, and the thread's return wakes the
+// runtime's monitor, which then ticks at its fastest for a while, taking
+// a share of the rank's core each time: the first operations after any
+// wait that reached the sleep stalled at the 99th percentile. Holding
+// the P, the monitor sees a running goroutine and stays at its slow
+// tick.
 func (e *shmEndpoint) sleep(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
 	sleepOn(word, val, d, e.holdsP(), a, b, c)
 }

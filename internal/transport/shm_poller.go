@@ -280,11 +280,10 @@ func (e *shmEndpoint) passRole() {
 // goroutine blocked in a system call keeps its P, and a rank runs on one
 // P, so the rank's own goroutine waited until the runtime's monitor took
 // the P back, up to a monitor tick, and every such take sent the monitor
-// back to polling every 20 us for ~10-20 ms, each poll a thread wake on
-// the rank's CPU that stalled both ranks (perf uprobes on
-// runtime.handoffp: the drainer's first futex wait after Init's settle,
-// then the monitor's take, then a 2-rank 8-byte all-reduce whose 99th
-// percentile iteration took 53 us instead of 0.9). A timer parks the
+// back to polling at its fastest for a while, each poll a thread wake on
+// the rank's CPU that stalled both ranks (runtime.handoffp after the
+// drainer's futex wait; small all-reduces' tail latency grew tenfold).
+// A timer parks the
 // goroutine without a system call. A peer's request waits for the next
 // look, at most drainPollMax; a drainer woken by a futex waited as long
 // for a rank busy in Go code, whose P it needed.
@@ -312,8 +311,7 @@ func (e *shmEndpoint) drainLoop() {
 		// goodbye, while this rank waits on the board) is taken in then.
 		// Not at every look: mid-operation the drainer would take the
 		// messages a receive is about to poll and copy them into buffers
-		// of its own (2 ranks, all-gather of 64 MiB, alternating: 5.6 ms
-		// against 7.2 with a drain at every look).
+		// of its own, which slowed large all-gathers.
 		// A busy role needs no help: its holder drains, and asks again
 		// when it lets go while a producer still waits (afterRole).
 		if (asked || time.Since(last) >= maxSleep) && e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
