@@ -88,8 +88,9 @@ func shmWorldWith(t testing.TB, n int, so transport.SHMOptions) []*testRank {
 		o.Prefix = t.Name()
 		o.Transport = transport.TransportSHM
 		o.HostID = "host0"
-		so.Areas = o.SHM.Areas
+		areas := o.SHM.Areas
 		o.SHM = so
+		o.SHM.Areas = areas
 	})
 	if err != nil {
 		t.Fatal(err)
