@@ -25,6 +25,7 @@ var layers = []struct {
 		"internal/commhook", "internal/gobwire"}},
 	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
 	{"byte movement", []string{"internal/transport"}},
+	{"shared-memory collectives", []string{"internal/shmcoll"}},
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
@@ -37,7 +38,7 @@ var layers = []struct {
 // backend speaks to its own machinery only, and the launcher knows the
 // environment contract, not the library.
 var forbidden = map[string][]string{
-	"backend/mpi":    {"internal/transport", "backend/native", "internal/bufpool"},
+	"backend/mpi":    {"internal/transport", "internal/shmcoll", "backend/native", "internal/bufpool"},
 	"backend/native": {"backend/mpi"},
 	"launch":         {""},
 }

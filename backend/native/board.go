@@ -10,12 +10,13 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/shmcoll"
 	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
 )
 
 // Small collectives of a world on one host run on the shared-memory board
-// (transport.Board): every rank posts its contribution in its own slot of
+// (shmcoll.Board): every rank posts its contribution in its own slot of
 // the host's segment and reads the others' straight out of theirs, with no
 // message, schedule or plan. Measured against the schedules, see
 // boardKinds.
@@ -28,23 +29,19 @@ import (
 // forms on several goroutines) waits for it to start.
 
 // The largest contribution per rank that runs on the board, by kind
-// (transport.BoardBytes bounds them all); above, all-reduces run on the
-// stage and the others on schedules. Measured against those, binaries
-// alternating, 2 KiB-16 KiB, 2 ranks and 4 ranks on 2 CPUs
-// (docs/results/2026-11-27/board-sizes): the board's single
-// synchronisation wins wherever every rank reads every contribution
-// anyway (all-reduce to 8 KiB: 4 ranks 29-33 -> 19-24 us, 2 ranks alike
-// or better; all-gather to 16 KiB: 2 ranks 4-16 KiB 4.0-5.6 -> 1.5-3.2
-// us, 4 ranks 8-16 KiB 89 -> 17-19 us), and loses where one rank reads
-// them all (a 2-rank reduce from 4 KiB, 1.4-2.6 -> 1.9-3.6 us) or where
-// the schedules let the root run ahead (a 4-rank broadcast of 2-16 KiB,
-// 2.7-6.0 -> 11-12 us: the board's root waits, every second operation,
-// until every rank has read its slot).
+// (shmcoll.BoardBytes bounds them all); above, all-reduces run on the
+// stage and the others on schedules. The board's single synchronisation
+// wins wherever every rank reads every contribution anyway (all-reduce,
+// all-gather), and loses where one rank reads them all (a reduce) or
+// where the schedules let the root run ahead (a broadcast: the board's
+// root waits, every second operation, until every rank has read its
+// slot). The limits were measured against the schedules with commbench
+// (see docs/tuning.md).
 const (
 	boardAllReduceMax = 8 << 10
 	boardReduceMax    = 2 << 10
 	boardBroadcastMax = 1 << 10
-	boardAllGatherMax = transport.BoardBytes
+	boardAllGatherMax = shmcoll.BoardBytes
 )
 
 // boardEligible reports whether req runs on the board: all-reduce,
@@ -70,7 +67,7 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 }
 
 // stageEligible reports whether req runs on the board's stage: an
-// all-reduce above the board's limit (transport.Board.AllReduce), a
+// all-reduce above the board's limit (shmcoll.Board.AllReduce), a
 // broadcast from its limits below (Board.Broadcast), an all-to-all of even
 // counts (Board.AllToAll), an all-gather above the board's limit
 // (Board.AllGather), a reduce-scatter of even counts
@@ -100,22 +97,10 @@ func unforced(c *Comm, req *backend.Request) bool {
 // stageBroadcastMin and stageBroadcastCrowdedMin are the smallest
 // broadcasts that run on the stage, with a CPU per rank and with more
 // ranks than CPUs; below them the schedules through the rings are as fast
-// or faster. Measured with commbench, binaries alternating, 3 runs each,
-// 2026-11-28 05:40-06:10 (time per operation, rings against stage):
-//
-//   - broadcast, 2 ranks: 4-32 KiB 1.2-2.4 us against 2.3-4.6, 1-4 MiB
-//     alike, 64 MiB 4.0-6.9 ms against 3.7-6.2; 4 ranks on 2 CPUs: 2-64 KiB
-//     2-16 us against 19-29, 128 KiB 47-50 against 34-35, 1 MiB 464-533
-//     against 123-130, 64 MiB 28-29 ms against 10;
-//   - all-to-all, faster on the stage at every size: 2 ranks 2 KiB 3.7-4.1
-//     against 1.3-1.6 us; 4 ranks 2-32 KiB 66-258 against 16-24 us, 64 MiB
-//     16-28 against 16 ms;
-//   - all-gather, as fast or faster from the board's limit: 2 ranks 256
-//     KiB 24-27 against 9-14 us, 64 MiB 8.8-9.2 against 4.7-8.2 ms; 4 ranks
-//     1 MiB 403-446 against 110-114 us, 64 MiB 21-28 against 10-11 ms;
-//   - reduce-scatter, faster at every size: 2 ranks 4 KiB 3.0-5.3 against
-//     1.1-1.7 us, 64 MiB 11-13 against 4.5-8.0 ms; 4 ranks 4 KiB 93-108
-//     against 12-17 us, 64 MiB 25-27 against 14-15 ms.
+// or faster. All-to-all, all-gather (from the board's limit) and
+// reduce-scatter were as fast or faster on the stage at every size
+// measured, so they have no such bound (commbench, rings against stage;
+// see docs/tuning.md).
 const (
 	stageBroadcastMin        = 1 << 20
 	stageBroadcastCrowdedMin = 128 << 10
@@ -168,7 +153,7 @@ func (c *Comm) allReduceOnStage(ctx context.Context, req *backend.Request, sig t
 }
 
 // stageFold is the fold of req's reduction for the stage.
-func stageFold(req *backend.Request) transport.Fold {
+func stageFold(req *backend.Request) shmcoll.Fold {
 	dt, op := req.DType, req.Op
 	return func(dst, out []byte, srcs [][]byte) error {
 		if out != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
-	"github.com/gocomm/comm/internal/transport"
+	"github.com/gocomm/comm/internal/shmcoll"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -245,7 +245,7 @@ func TestBoardCollectives(t *testing.T) {
 		// Above the board: all-reduces on its stage (sizes around its
 		// all-read size and its chunk, and one whose result is written
 		// around the cache), the other kinds on schedules.
-		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, transport.StageChunk/4*2 + 5, transport.StageAroundMin/4 + 5} {
+		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, shmcoll.StageChunk/4*2 + 5, shmcoll.StageAroundMin/4 + 5} {
 			for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
 				for _, inPlace := range []bool{false, true} {
 					run(fmt.Sprintf("all-reduce %v of %d in place %v", op, count, inPlace), algo.SharedStage, func(r int, req *backend.Request) {

@@ -130,20 +130,14 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 // from crowdedLinearBytes the linear schedule (Open MPI's basic_linear),
 // instead of recursive doubling. With more ranks than CPUs, two ranks on
 // one CPU take turns, and every step that makes one wait for the other
-// waits for a switch of the CPU (35-60 us on this VM class): recursive
-// doubling pairs every rank with every other in log2(n) full-vector
-// exchanges, the ring makes 2(n-1) dependent steps, the tree 2 log2(n)
-// with half the ranks idle, and the linear schedule has each rank send
-// once and receive once while rank 0 does the n-1 reductions; all move
-// the same bytes in total. Measured (commbench, shm, forced algorithms,
-// interleaved rounds, medians of loop time, 2026-11-25 00:27-00:29, 4
-// ranks on 2 CPUs, 6-10 rounds), linear / tree / ring / rd: 1 KiB
-// 62/43/55/116 us, 4 KiB 44/42/56/154, 8 KiB 44/47/60/134, 32 KiB
-// 60/66/71/75, 64 KiB 85/92/98/117, 128 KiB 156/179/146/181 (the ring
-// above 64 KiB, as the cost model has it); 512 B 33/27/52/31 and 8-64 B
-// rd best (16-17 us against 24-52). 3 ranks on 2 CPUs: linear and tree
-// 5-20% ahead of the ring from 1 to 64 KiB. An earlier session's rule
-// (the ring from 1 KiB) had replaced recursive doubling's 100-250 us.
+// waits for a switch of the CPU: recursive doubling pairs every rank
+// with every other in log2(n) full-vector exchanges, the ring makes
+// 2(n-1) dependent steps, the tree 2 log2(n) with half the ranks idle,
+// and the linear schedule has each rank send once and receive once while
+// rank 0 does the n-1 reductions; all move the same bytes in total. The
+// thresholds trade fewer dependent steps against rank 0's extra work;
+// they were measured with commbench on crowded hosts (see
+// docs/tuning.md).
 const (
 	crowdedTreeBytes   = 1 << 10
 	crowdedLinearBytes = 8 << 10
@@ -153,13 +147,8 @@ const (
 // an all-reduce of up to crowdedTCPLinearMax bytes takes the linear
 // schedule: every exchange there waits for the kernel's socket wake-up
 // as well as for a switch of the CPU, and the linear schedule has the
-// fewest dependent exchanges. Measured (commbench -n 4 --transport tcp,
-// forced algorithms, 2 rounds, 2026-11-28 09:10-09:15, 4 ranks on 2
-// CPUs), linear / rd / tree / ring in us: 8 B 81-86 / 88-91 / 121-123 /
-// 113-115, 512 B 80-85 / 89-91 / 124-126 / 182, 4 KiB 80-82 / 95-97 /
-// 133-135 / 178-181, 32 KiB 109 / 176-179 / 155-161 / 253-264; 128 KiB
-// linear 219-305 against the ring's 517-533, 256 KiB 321-421 against
-// 383-397, 1 MiB 2048-2133 against 967-1010.
+// fewest dependent exchanges. Above the bound, rank 0's n-1 reductions
+// cost more than the exchanges saved and the ring is faster.
 const crowdedTCPLinearMax = 128 << 10
 
 // On a crowded host whose ranks reach each other over TCP, an all-reduce
@@ -170,18 +159,10 @@ const crowdedTCPLinearMax = 128 << 10
 // and a switch of the CPU. Larger ones keep the ring, likely because
 // halving's first and doubling's last exchange (half the vector each)
 // pair ranks n/2 apart, which GOCOMM_BIND=auto puts on one CPU when the
-// CPUs divide n/2, and bandwidth counts more than steps there. Measured
-// (commbench -n 4 --transport tcp, forced ring / halving-doubling
-// alternating, 5 rounds, 2026-11-29 02:31-02:40, 4 ranks on 2 CPUs,
-// docs/results/2026-11-29/crowded-tcp-hd.txt; loop time in us): 256 KiB
-// 487-573 / 508-734 (the ring, 10 of 10), 384 KiB 778-975 / 671-824 (hd
-// 5 of 5, but below the conformance sizes' 512 KiB), 512 KiB 920-1177 /
-// 810-970 (4 of 5), 1 MiB 1347-1523 / 1142-1255 (5 of 5), 2 MiB
-// 2346-2487 / 1989-2133 (5 of 5), 3 MiB 3374-3558 / 2784-3222 (5 of 5),
-// 4 MiB 4215-5306 / 4088-5399 (hd 4 of 8), 8 MiB 8780-9240 /
-// 11116-14942, 16 MiB 21469-23499 / 29233-32968. 3 ranks on 2 CPUs (hd
-// folds the third in, 4 more exchanges): the ring 4 of 4 at 2 MiB, mixed
-// below, so the ring stays.
+// CPUs divide n/2, and bandwidth counts more than steps there. With 3
+// ranks (halving-doubling folds the third in, 4 more exchanges) the ring
+// stays. The bounds were measured with commbench on crowded hosts (see
+// docs/tuning.md).
 const (
 	crowdedTCPHalvingMin = 512 << 10
 	crowdedTCPHalvingMax = 4 << 20
@@ -195,11 +176,7 @@ const (
 // ring's pipeline waits for a switch of the CPU and a socket wake-up
 // per piece, and every rank but the last sends what it receives, while
 // with the linear schedule only the root sends and the receivers take
-// turns on the CPU it leaves. Measured (commbench -n 4 --transport tcp,
-// forced algorithms, 3 interleaved rounds, 2026-11-28 11:45-11:55, 4 ranks
-// on 2 CPUs), pipelined ring / linear / tree in ms: 4 MiB 5.4-8.6 /
-// 4.1-5.5 / 3.2-4.8, 16 MiB 28-40 / 19-20 / 20-27, 64 MiB 98-139 /
-// 72.5-73.2 (one round 103) / 84-95, against Open MPI's best 65.7-71.6.
+// turns on the CPU it leaves.
 
 // numCPU is runtime.NumCPU; tests replace it.
 var numCPU = runtime.NumCPU

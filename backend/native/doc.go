@@ -7,8 +7,8 @@
 // store in backend.Config and returns the world Comm. For each
 // backend.Request, Comm chooses an algorithm (the cost model, or the
 // Config's overrides; on a host whose ranks outnumber its CPUs the
-// schedules with the fewest dependent exchanges, collective.go), lays the caller's buffers out as the plan's Work and
-// scratch expect (layout.go; an out-of-place input is copied lazily,
+// schedules with the fewest dependent exchanges, collective.go), lays the
+// caller's buffers out as the plan's Work and scratch expect (layout.go; an out-of-place input is copied lazily,
 // lazy.go), builds or reuses the rank's algo.Plan (plans.go), and runs its
 // steps (engine.go): sends and receives go to the transport (a step's
 // large sends to several TCP peers side by side), reductions to
@@ -18,16 +18,18 @@
 // world whose ranks all share one host's memory, small all-reduces,
 // reduces, broadcasts, all-gathers and barriers (up to a limit per kind,
 // board.go: all-reduce 8 KiB, all-gather 16 KiB per rank, reduce 2 KiB,
-// broadcast 1 KiB; no algorithm forced) skip all of that: each rank posts its
-// contribution on the shared-memory board and reads the others' there
-// (board.go, transport.Board); larger all-reduces run on the board's
-// stage (transport.Board.AllReduce): every rank posts its chunk in the
-// segment, folds its stripe of the chunk from every rank's, and copies
-// every stripe out, two synchronisations per chunk instead of a ring's
-// steps.
-// Buffers the engine allocates come from internal/bufpool.
+// broadcast 1 KiB; no algorithm forced) skip all of that: each rank posts
+// its contribution on the shared-memory board and reads the others' there
+// (internal/shmcoll's Board); larger all-reduces, and large broadcasts,
+// all-to-alls, all-gathers and reduce-scatters, run on the board's stage
+// (board.go decides which; shmcoll runs them), and all-reduces of
+// buffers every rank allocated shared (shared.go) run in place. native
+// builds the board over the areas the transport's segment sets aside
+// (shmcoll.Areas, transport.Hybrid.Areas) and orders the collectives that
+// use it (turn). Buffers the engine allocates come from internal/bufpool.
 //
 // Who may import it: the root package comm (which imports it for its
-// registration) and tests. It imports backend, algo, transport, core and
-// the internal kernels and pools; never backend/mpi or the root.
+// registration) and tests. It imports backend, algo, internal/transport,
+// internal/shmcoll, core and the internal kernels and pools; never
+// backend/mpi or the root.
 package native

@@ -40,8 +40,8 @@ type execution struct {
 	sendBufs [][]byte
 	// small is a scratch of smallScratch bytes that stays with the
 	// record: the reducing receives of small collectives take no trip
-	// through the buffer pool (two sync.Pool gets and two puts, ~8% of
-	// an 8-byte all-reduce's time on 2 ranks).
+	// through the buffer pool (two sync.Pool gets and two puts, a
+	// noticeable share of a small all-reduce's time).
 	small []byte
 }
 
@@ -421,9 +421,7 @@ func (e *execution) sendFunc(copied bool) func(context.Context, int, transport.H
 // broadcast's root over TCP feeds one socket at a time while its other
 // peers wait their turn; side by side, each connection takes bytes
 // whenever its peer reads, as Open MPI's progress engine interleaves its
-// sends. 4 ranks on 2 CPUs over TCP, 64 MiB linear broadcast, 3
-// interleaved rounds (2026-11-28 11:45): 75-82 ms one after the other,
-// 72.5-73.2 side by side (one round 103).
+// sends (measured on a crowded host over TCP: docs/performance.md).
 func (e *execution) concurrentSends(xs []algo.Xfer, bufs [][]byte) bool {
 	if len(xs) < 2 {
 		return false

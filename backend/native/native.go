@@ -14,6 +14,7 @@ import (
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
+	"github.com/gocomm/comm/internal/shmcoll"
 	"github.com/gocomm/comm/internal/transport"
 	"github.com/gocomm/comm/internal/turn"
 )
@@ -54,7 +55,7 @@ func (Driver) Open(ctx context.Context, cfg backend.Config) (backend.Comm, error
 	// host (transport.HostTopology).
 	ep, err := transport.ConnectHybrid(ctx, cfg.Store, transport.HybridOptions{
 		TCPOptions: tcp, HostID: cfg.Transport.HostID, Transport: cfg.Transport.Mode,
-		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes, Stores: cfg.Transport.SHMStores},
+		SHM: transport.SHMOptions{SingleCopyBytes: cfg.Transport.SingleCopyBytes, Stores: cfg.Transport.SHMStores, Areas: shmcoll.Areas},
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ type Comm struct {
 
 	// board, on a world whose ranks all share this host's memory, runs
 	// small collectives (board.go); turn then orders the collectives.
-	board *transport.Board
+	board *shmcoll.Board
 	turn  turn.Turn
 	// turnCtx bounds the operation holding the turn when run inline
 	// (InlineAllReduce) by the communicator's timeout: one at a time.
@@ -121,7 +122,7 @@ func NewWorld(ep transport.Endpoint, cfg backend.Config) *Comm {
 	c := &Comm{ep: ep, cfg: cfg, id: worldID, rank: ep.Rank(), size: ep.Size(), members: members,
 		waits: newWaitWatch(ep, cfg.Timeout)}
 	if h, ok := ep.(*transport.Hybrid); ok {
-		if c.board = h.Board(); c.board != nil {
+		if c.board = shmcoll.New(h.Areas()); c.board != nil {
 			c.board.SetWaitHook(c.waits.begin)
 			c.manyPerCPU = c.size > cpubind.HostCPUs()
 		}
@@ -205,12 +206,11 @@ func (c *Comm) isClosed() bool {
 // set up (backend.Settler), when its shared-memory waits sleep holding
 // their P (transport.Hybrid.SleepsHoldingP): Init's own waits for its
 // peers (the store, the connections) restarted the Go runtime's monitor
-// at its 20 us tick, ~14 us of the rank's core per tick on this VM class
-// for ~20 ms, and the first operations would run through it. Once slowed
-// down, the monitor stays slow, as such a rank's waits no longer give
-// their P back. Measured (commbench -n 2, all-reduce 8 and 32 B, 1000
-// warm-ups, 5000 iterations, 4 rounds alternating, 2026-11-27): cases
-// with a p99 above 50 us 4 of 8 without, 1 of 8 with 20 ms.
+// at its fastest tick, which takes a share of the rank's core for a while,
+// and the first operations would run through it. Once slowed down, the
+// monitor stays slow, as such a rank's waits no longer give their P
+// back. It trades Init's latency for a steadier tail of the first
+// operations (see docs/tuning.md).
 const settleTime = 20 * time.Millisecond
 
 // SettleTime is backend.Settler's: settleTime for a world communicator
@@ -265,7 +265,7 @@ func (c *Comm) recv(ctx context.Context, req *backend.Request) error {
 	var from int
 	var err error
 	if req.UpTo {
-		from, req.Received, err = c.recvUpTo(ctx, peer, req)
+		req.Received, from, err = c.recvUpTo(ctx, peer, req)
 	} else {
 		from, err = c.ep.Recv(ctx, peer, c.p2pHeader(req), req.Recv)
 		req.Received = len(req.Recv)

@@ -23,19 +23,19 @@ func (c *Comm) Supports(cp backend.Capability) bool {
 	return backend.BaseCapabilities(cp)
 }
 
-// recvUpTo is recv for a Request with UpTo: it returns the sender's world
-// rank and the message's length.
-func (c *Comm) recvUpTo(ctx context.Context, peer int, req *backend.Request) (from, n int, err error) {
+// recvUpTo is recv for a Request with UpTo: it returns the message's
+// length and the sender's world rank.
+func (c *Comm) recvUpTo(ctx context.Context, peer int, req *backend.Request) (n, from int, err error) {
 	ur, ok := c.ep.(transport.UpToReceiver)
 	if !ok {
-		return -1, 0, fmt.Errorf("comm: native backend: the endpoint (%T) cannot receive a message shorter than the buffer (no RecvUpTo)", c.ep)
+		return 0, -1, fmt.Errorf("comm: native backend: the endpoint (%T) cannot receive a message shorter than the buffer (no RecvUpTo)", c.ep)
 	}
-	from, n, err = ur.RecvUpTo(ctx, peer, c.p2pHeader(req), req.Recv)
+	n, from, err = ur.RecvUpTo(ctx, peer, c.p2pHeader(req), req.Recv)
 	var le *transport.LengthError
 	if errors.As(err, &le) {
 		err = tooLong(c.commRank(le.Peer), le.Got, le.Want, req.DType.Size())
 	}
-	return from, n, err
+	return n, from, err
 }
 
 // tooLong is the error of a RecvUpTo whose message (got bytes) is longer

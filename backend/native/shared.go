@@ -1,10 +1,10 @@
 package native
 
 // Shared allocations (comm.AllocShared): on a world with a board, memory
-// every rank maps (transport.Board.MapShared). From the first one on, an
+// every rank maps (shmcoll.Board.MapShared). From the first one on, an
 // all-reduce above the board's size first has the ranks post where their
-// buffers are (one board exchange, ~1 us); when every rank's are shared
-// it runs in place (transport.Board.AllReduceShared), else on the stage
+// buffers are (one small board exchange); when every rank's are shared
+// it runs in place (shmcoll.Board.AllReduceShared), else on the stage
 // as before.
 
 // AllocShared implements backend.SharedAllocator: nil, nil without a

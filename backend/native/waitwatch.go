@@ -13,7 +13,8 @@ import (
 // the rank a hierarchical step's leader waits for on a lost host, say,
 // rather than the leader. The collective's goroutine only marks whom it
 // waits for (an atomic store when the peer changes, a load when it does
-// not: atomic read-modify-writes cost 50-80 ns each on a loaded VM) and
+// not: an atomic read-modify-write per wait would cost more than the
+// wait's bookkeeping) and
 // clears the mark when it returns; a watcher goroutine, running only
 // while collectives run, notices a mark that lasts and sends the notices.
 // Between two waits of a collective the mark stays on the last peer: a

@@ -8,15 +8,15 @@ import (
 
 // Buffers for messages that arrive before their receive is posted (see
 // recSingle and pooledMax). Fresh memory costs a page fault per page on
-// first touch, which on a VM is slower than the copy itself; recycled
+// first touch, which on a virtual machine can be slower than the copy
+// itself; recycled
 // buffers are already mapped. Buffers of up to smallMax bytes come from a
 // pool of their own, in power-of-two classes, so that a message of a few
 // KiB does not hold a 1 MiB buffer: a loop of small operations would
 // otherwise allocate one per operation, and fresh heap memory
-// page-faults there too (8-byte all-reduce over TCP, 2 ranks: a tenth of
-// the operations took 35 us instead of 12 until the first garbage
-// collection let the heap be reused; 4 ranks on 2 CPUs over TCP, 16 and
-// 32 KiB all-reduces in loops of 50: see pooledMax).
+// page-faults there too: a small all-reduce over TCP ran several times
+// slower until the first garbage collection let the heap be reused (see
+// pooledMax).
 const (
 	bigMinShift = 20 // the smallest class: 1 MiB
 	bigClasses  = 11 // up to 1 GiB

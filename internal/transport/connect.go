@@ -65,8 +65,7 @@ type TCPOptions struct {
 	// SocketBuffer sets SO_SNDBUF and SO_RCVBUF when > 0. Default 0 keeps
 	// the kernel's auto-tuning: on Linux an explicit size turns receive
 	// auto-tuning off and is capped by net.core.rmem_max/wmem_max, while
-	// auto-tuning grows buffers up to tcp_rmem/tcp_wmem's maximum (32 MiB
-	// / 4 MiB on the development VM, where 4 MiB explicit measured the same).
+	// auto-tuning grows buffers up to tcp_rmem/tcp_wmem's maximum.
 	SocketBuffer int
 	// KeepAlive is the TCP keep-alive idle time and probe interval (3
 	// probes), which bounds how long a silently vanished host goes
@@ -89,14 +88,9 @@ type TCPOptions struct {
 	// refuse to a process without CAP_NET_ADMIN unless
 	// net.ipv4.tcp_allowed_congestion_control lists it (reno is always
 	// allowed). Within one host there is no network to probe: bbr's pacing
-	// and cubic's delay-based exit from slow start only cost. On a 2-vCPU
-	// AMD EPYC VM whose default is bbr (2026-11-28, 2 ranks, 64 MiB,
-	// alternating, 5 rounds): broadcast 20-33 ms with bbr, 7.5-8.0 with
-	// reno; all-to-all 19.9-21.2 against 10.7-13.2; all-reduce 37-49
-	// against 23-46; cubic was as fast as reno one way but 2.5x slower
-	// both ways (all-to-all 27-29 ms); iperf3 over loopback 14.4 Gbit/s
-	// with bbr, 55 with reno or cubic, and over a veth pair between two
-	// network namespaces 13 against 50.
+	// and cubic's delay-based exit from slow start only cost, and on hosts
+	// whose default is bbr, large collectives within the host ran several
+	// times faster with reno (see docs/tuning.md, GOCOMM_TCP_CONGESTION).
 	Congestion string
 
 	hooks *tcpHooks // tests only

@@ -1,5 +1,8 @@
 // Package transport moves messages between the ranks of one world: the
-// byte layer under the native backend.
+// byte layer under the native backend. It holds connections, shared-memory
+// segments and their rings, framing, matching and peer liveness; it runs
+// no collective (those are package algo's schedules, run by
+// backend/native, and the shared-memory collectives of internal/shmcoll).
 //
 // An Endpoint sends a message to a peer and receives messages matched by
 // (communicator, sequence number, tag, sender). The implementations share
@@ -27,17 +30,26 @@
 //     receiver, straight out of the sender's memory (process_vm_readv,
 //     where the kernel lets the ranks read each other: probed at set-up);
 //     peers on other hosts go over TCP. The native backend's default
-//     (TransportAuto);
+//     (TransportAuto). When every rank of the world is on the host, the
+//     segment also sets aside the areas that internal/shmcoll's
+//     collectives ask for (SHMOptions.Areas) and hands them out with
+//     the endpoint's lock, failure and sleep (Hybrid.Areas, Areas);
 //   - Inproc (NewInprocWorld): all ranks in one process, for tests.
 //
 // Matching. Per key (Comm, Seq, Tag) and sender, messages are delivered in
 // the order they were sent. A receive posted before its message arrives
 // gets the payload written directly into its buffer; a message that
 // arrives first is queued (in a recycled buffer of its own, up to 64 MiB:
-// fresh memory page-faults on first touch) and copied at receive time. Every message carries the sender's Signature; a receive fails with
+// fresh memory page-faults on first touch) and copied at receive time.
+// Every message carries the sender's Signature; a receive fails with
 // *MismatchError if the matched message, or any message or receive with
 // the same (Comm, Seq != 0), disagrees, and with *LengthError if the
-// message's length differs from the buffer's.
+// message's length differs from the buffer's (UpToReceiver.RecvUpTo
+// takes a shorter one and returns its length). The mailbox that does this
+// is built of parts, one file each: the matching queues
+// (mailbox_match.go), their free lists (mailbox_spares.go), the peers'
+// departures (mailbox_liveness.go) and the terminal failure
+// (mailbox_failure.go).
 //
 // Failures. A ctx that ends fails only that call. A peer whose connection
 // breaks without a goodbye aborts the endpoint: every pending and later

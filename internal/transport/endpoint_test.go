@@ -333,7 +333,7 @@ func TestRecvCancelMidMessage(t *testing.T) {
 }
 
 func kill(e Endpoint) {
-	e.(interface{ Kill() }).Kill()
+	e.(interface{ kill() }).kill()
 }
 
 func TestDeadPeer(t *testing.T) {

@@ -89,7 +89,7 @@ var (
 // a shared-memory segment together (the lowest rank creates it, every
 // rank maps it, the creator removes the file once all have). If a rank of
 // a host cannot map the segment, that host falls back to TCP (see
-// SHMError). All ranks must call it concurrently.
+// shmError). All ranks must call it concurrently.
 func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*Hybrid, error) {
 	o, err := opts.TCPOptions.withDefaults()
 	if err != nil {
@@ -153,7 +153,7 @@ func ConnectHybrid(ctx context.Context, store AddrStore, opts HybridOptions) (*H
 }
 
 // shareMemory sets up the shared-memory endpoint with the ranks local of
-// this host (this rank among them). On a fallback (see SHMError) those
+// this host (this rank among them). On a fallback (see shmError) those
 // peers stay on TCP, unless opts ask for shared memory only, which makes
 // it an error.
 func (e *Hybrid) shareMemory(ctx context.Context, store AddrStore, o *TCPOptions, hostID string, local []int, opts *HybridOptions) error {
@@ -247,9 +247,9 @@ func (e *Hybrid) SendsBuffered(peer, n int) bool {
 	return e.shm != nil && e.shm.sendsBuffered(peer, n)
 }
 
-// SHMError says why ranks on this host that could share memory use TCP
+// shmError says why ranks on this host that could share memory use TCP
 // instead (a rank could not map the segment), or is nil.
-func (e *Hybrid) SHMError() error { return e.shmErr }
+func (e *Hybrid) shmError() error { return e.shmErr }
 
 // Send transmits payload to peer. Through shared memory it copies the
 // payload into the ring (in pieces for large messages, as the receiver
@@ -369,14 +369,14 @@ func (e *Hybrid) Abort(err error) {
 	}
 }
 
-// Kill makes the endpoint vanish as if its process crashed (see
-// TCP.Kill): peers abort with ErrPeerLost naming this rank. Close must
+// kill makes the endpoint vanish as if its process crashed (see
+// TCP.kill): peers abort with ErrPeerLost naming this rank. Close must
 // still be called. For fault-injection tests.
-func (e *Hybrid) Kill() {
+func (e *Hybrid) kill() {
 	e.mu.Lock()
 	e.killed = true
 	e.mu.Unlock()
-	e.t.Kill()
+	e.t.kill()
 }
 
 // Close fails pending operations with ErrClosed, says goodbye to every

@@ -127,10 +127,10 @@ func (e *Inproc) Close() error {
 // errKilled is the cause of a killed endpoint's own errors.
 var errKilled = errors.New("endpoint killed (fault injection)")
 
-// Kill makes the endpoint vanish as if its process crashed: every other
+// kill makes the endpoint vanish as if its process crashed: every other
 // endpoint aborts with a *PeerError wrapping ErrPeerLost that names this
 // rank, and this endpoint's own operations fail with ErrAborted. For tests.
-func (e *Inproc) Kill() {
+func (e *Inproc) kill() {
 	if !e.markDead() {
 		return
 	}

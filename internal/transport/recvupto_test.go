@@ -14,7 +14,7 @@ import (
 func goRecvUpTo(ctx context.Context, e Endpoint, peer int, h Header, buf []byte) <-chan upToResult {
 	ch := make(chan upToResult, 1)
 	go func() {
-		from, n, err := e.(UpToReceiver).RecvUpTo(ctx, peer, h, buf)
+		n, from, err := e.(UpToReceiver).RecvUpTo(ctx, peer, h, buf)
 		ch <- upToResult{from, n, err}
 	}()
 	return ch
@@ -126,7 +126,7 @@ func TestRecvUpToTooLong(t *testing.T) {
 				t.Fatal(err)
 			}
 			buf := make([]byte, 8)
-			from, got, err := eps[1].(UpToReceiver).RecvUpTo(ctx, 0, h, buf)
+			got, from, err := eps[1].(UpToReceiver).RecvUpTo(ctx, 0, h, buf)
 			if err != nil || from != 0 || string(buf[:got]) != "after" {
 				t.Fatalf("%d bytes: after the LengthError: %q from %d, %v", n, buf[:got], from, err)
 			}

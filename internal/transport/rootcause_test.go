@@ -12,7 +12,7 @@ import (
 // as a process does that exits right after its failing operation returns.
 type abortThenVanish interface {
 	Endpoint
-	Kill()
+	kill()
 }
 
 // TestAbortReachesPeersBeforeItReturns: a rank that aborts and exits right
@@ -47,7 +47,7 @@ func TestAbortReachesPeersBeforeItReturns(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 					// Rank 1 noticed rank 2 lost, aborts, and exits.
 					eps[1].Abort(&PeerError{Peer: 2, Err: ErrPeerLost})
-					eps[1].Kill()
+					eps[1].kill()
 					r := waitResult(t, ch, 5*time.Second)
 					var ra *RemoteAbortError
 					if !errors.As(r.err, &ra) || ra.Origin != 2 || ra.Kind != core.FailLost || ra.Reporter != 1 {
@@ -78,7 +78,7 @@ func TestAbortPassedOn(t *testing.T) {
 	if _, err := eps[2].Recv(ctx, 1, h, make([]byte, 1)); !errors.Is(err, ErrAborted) {
 		t.Fatalf("rank 2: got %v, want aborted", err)
 	}
-	eps[2].Kill()
+	eps[2].kill()
 	r := waitResult(t, ch, 5*time.Second)
 	var ra *RemoteAbortError
 	if !errors.As(r.err, &ra) || ra.Peer != 2 || ra.Origin != 1 || ra.Reporter != 1 || ra.Kind != core.FailError || ra.Reason != "boom" {

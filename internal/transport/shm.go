@@ -86,15 +86,12 @@ const (
 	defaultChunkBytes = 64 << 10
 	// defaultSingleCopyBytes: when a host's ranks outnumber its CPUs,
 	// from about here a copy out of the sender's process beats two copies
-	// through a ring, whose two ends must run at once to stream (4 ranks
-	// on 2 CPUs, alternating medians of 3, single copy against the ring:
-	// broadcast of 64 MiB 29.6 against 118 ms). With a CPU per rank the
-	// ring is the default: the sender's cache-bypassing copy and the
-	// receiver's overlap, where the kernel's copy across processes pins
-	// the sender's pages one by one (2 ranks, the same measure, ring
-	// speed-up at 1 / 16 / 64 MiB: broadcast 2.96x / 5.43x / 4.32x,
-	// all-gather 2.74x / 2.26x / 1.72x, all-to-all 1.19x / 2.29x /
-	// 1.83x, ping-pong 1.72x / 4.01x / 3.30x; 2026-11-27).
+	// through a ring, whose two ends must run at once to stream. With a
+	// CPU per rank the ring is the default: the sender's cache-bypassing
+	// copy and the receiver's overlap, where the kernel's copy across
+	// processes pins the sender's pages one by one, and the ring was
+	// faster at every size measured (see docs/tuning.md,
+	// GOCOMM_SHM_SINGLE_COPY).
 	defaultSingleCopyBytes = 256 << 10
 	// segmentBudget bounds a host's rings together: with many ranks on a
 	// host the default ring size shrinks to stay near it.
@@ -103,21 +100,16 @@ const (
 	// defaultSpinWait: a rank with a core of its own polls this long
 	// before it yields. Each yield is a system call, and yields in the
 	// middle of a stream of small collectives kept the Go runtime's
-	// monitor waking every 20-90 us on the rank's core (perf sched: ~13 us
-	// of it each time), which stalled the peer past a short spin and
-	// made it yield in turn. Measured (commbench -n 2, all-reduce 8 B,
-	// 1000 warm-ups, 2000 iterations, 2026-11-25, interleaved): spinning
-	// 10 us, p99 of iterations 31.8-35.7 us and loop time 1.03-1.14 us;
-	// 100 us, p99 0.65-0.85 us, 0.55-0.59 us; 1 ms, 0.60-0.75 us,
-	// 0.50-0.60 us.
+	// monitor waking on the rank's core, which stalled the peer past a
+	// short spin and made it yield in turn. It trades a core's idle time
+	// for the tail latency of small collectives (see docs/tuning.md).
 	defaultSpinWait = 200 * time.Microsecond
 	// oversubscribedStageSpin: a rank whose host's ranks outnumber its
 	// CPUs spins this long in the stage's waits, between the chunks of
 	// large collectives; its other waits poll for crowdedSpinWait. Without
-	// it (yielding from the first empty poll), 3 alternating rounds of 64
-	// MiB broadcast took 17.4-21.7 ms against 15.2-19.1, all-to-all
-	// 33.4-38.2 against 27.2-32.8, all-gather 21.7-24.6 against 17.9-20.4
-	// (4 ranks on 2 CPUs, 2026-11-28, Intel Xeon VM).
+	// it (yielding from the first empty poll) large broadcasts,
+	// all-to-alls and all-gathers on crowded hosts were slower: the next
+	// chunk often arrives within the spin.
 	oversubscribedStageSpin = time.Microsecond
 	defaultYieldWait        = time.Millisecond
 	// maxSleep bounds one futex sleep, a safety net: every event that
@@ -183,6 +175,9 @@ type SHMOptions struct {
 	SpinWait, YieldWait time.Duration
 	// stageSpin is SpinWait for the stage's waits (withDefaults).
 	stageSpin time.Duration
+	// Areas sets aside room in the segment for shared-memory
+	// collectives (see SegmentAreas).
+	Areas SegmentAreas
 	// SingleCopyBytes is the smallest message that the receiver copies
 	// straight out of the sender's memory instead of through the ring
 	// (where the kernel allows it: process_vm_readv between the ranks'
@@ -279,6 +274,7 @@ func shmDirs(dir string) []string {
 type shmLayout struct {
 	n         int // local ranks
 	ringBytes int
+	areas     SegmentAreas
 }
 
 func (l shmLayout) consBlock(j int) int { return shmPage + j*consBlockSize }
@@ -303,19 +299,23 @@ func (l shmLayout) ring(i, j int) int {
 	return l.ringsStart() + k*l.ringBytes
 }
 
-// board returns the offset of the board area (see Board), after the
-// rings; segments of more than MaxBoardRanks ranks have none.
+// board returns the offset of the collectives' board area (see
+// SegmentAreas), after the rings; segments of more than areas.MaxRanks
+// ranks have none.
 func (l shmLayout) board() int { return l.ringsStart() + l.n*(l.n-1)*l.ringBytes }
 
-// stage returns the offset of the stage area (see Board.AllReduce),
-// page-aligned after the board's.
-func (l shmLayout) stage() int { return roundUp(l.board()+boardSize(l.n), shmPage) }
+// stage returns the offset of the collectives' stage area, page-aligned
+// after the board's.
+func (l shmLayout) stage() int { return roundUp(l.board()+l.n*l.areas.Board, shmPage) }
+
+// hasAreas reports whether the segment sets aside collective areas.
+func (l shmLayout) hasAreas() bool { return l.n <= l.areas.MaxRanks }
 
 func (l shmLayout) size() int {
-	if l.n > MaxBoardRanks {
+	if !l.hasAreas() {
 		return l.board()
 	}
-	return l.stage() + stageSize(l.n)
+	return l.stage() + l.n*l.areas.Stage
 }
 
 func roundUp(x, to int) int { return (x + to - 1) / to * to }
@@ -448,53 +448,56 @@ func getFirstHeader(d []byte, off int) (h Header, total uint64) {
 	return h, le.Uint64(b[56:])
 }
 
-// waitPhase is what a waiting rank does next.
-type waitPhase uint8
+// WaitPhase is what a waiting rank does next.
+type WaitPhase uint8
 
 const (
-	phaseSpin  waitPhase = iota // poll again at once
-	phaseYield                  // poll after yielding the CPU
-	phaseSleep                  // sleep on a futex until woken
+	PhaseSpin  WaitPhase = iota // poll again at once
+	PhaseYield                  // poll after yielding the CPU
+	PhaseSleep                  // sleep on a futex until woken
 )
 
-// backoff paces one wait: spin for spinWait, then yield between polls for
+// Backoff paces one wait: spin for spinWait, then yield between polls for
 // yieldWait, then sleep. Reset it after progress. It reads internal/clock,
 // which costs a fraction of time.Now on virtual machines: the yield phase
 // reads it on every poll.
-type backoff struct {
+type Backoff struct {
 	spin, yield time.Duration
 	n           int
 	start       int64 // clock.Nanos at the wait's 64th poll (or first, without spin)
 	started     bool
-	phase       waitPhase
+	phase       WaitPhase
 }
 
-func (b *backoff) reset() { b.n, b.phase = 0, phaseSpin }
+func (b *Backoff) reset() { b.n, b.phase = 0, PhaseSpin }
 
-// next returns the phase of the next poll.
-func (b *backoff) next() waitPhase {
+// Polls is the number of polls so far (calls of Next).
+func (b *Backoff) Polls() int { return b.n }
+
+// Next returns the phase of the next poll.
+func (b *Backoff) Next() WaitPhase {
 	b.n++
-	if b.phase == phaseSleep {
-		return phaseSleep
+	if b.phase == PhaseSleep {
+		return PhaseSleep
 	}
 	if b.n == 1 {
 		// The clock is read from the 64th poll on: most waits for a
 		// small message end before it.
 		b.started = false
 		if b.spin == 0 {
-			b.phase = phaseYield
+			b.phase = PhaseYield
 			b.start, b.started = clock.Nanos(), true
 		}
 	}
 	if b.n&63 == 0 && !b.started {
 		b.start, b.started = clock.Nanos(), true
 	}
-	if b.n&63 == 0 || b.phase != phaseSpin {
+	if b.n&63 == 0 || b.phase != PhaseSpin {
 		switch el := time.Duration(clock.Nanos() - b.start); {
 		case el >= b.spin+b.yield:
-			b.phase = phaseSleep
+			b.phase = PhaseSleep
 		case el >= b.spin:
-			b.phase = phaseYield
+			b.phase = PhaseYield
 		}
 	}
 	return b.phase
@@ -505,28 +508,24 @@ func (b *backoff) next() waitPhase {
 // measured once, and at least the backoff's first 64 polls. A yield
 // hands the CPU to the co-located rank, and what that costs depends on
 // the machine far more than the chance that the awaited peer, running on
-// another CPU, answers within a few polls: on a 2-vCPU Intel Xeon VM
-// yielding from the first empty poll was the fastest (4 ranks on 2 CPUs,
-// all-reduce 8 B 2.62 us against 5.28 with a 1 us spin, 2026-11-28); on a
-// 2-vCPU AMD EPYC VM whose system calls cost ~1.4 us and whose sched_yield
-// to another process on the CPU ~18 us, it was 3x the slowest (46-53 us
-// against 14-20 with 64 polls first; 1 to 8 us of spin: 13.8-16.4, 20.7).
+// another CPU, answers within a few polls: where system calls and CPU
+// switches are cheap, yielding at once is fastest; where they are dear,
+// yielding at once was several times slower than polling a while first.
 // A switch costs a multiple of a system call, so a host whose calls are
 // dear gets a spin of that order; one whose calls are cheap polls only
-// the first 64 times (well under a microsecond; not measured on the Intel
-// VM, where 0 was set against 1 us).
+// the first 64 times (see docs/tuning.md).
 var crowdedSpinWait = sync.OnceValue(systemCallCost)
 
-// yieldCPU gives up the CPU to other threads of any process (ranks may
+// YieldCPU gives up the CPU to other threads of any process (ranks may
 // outnumber cores). With a single P it also lets this process's other
 // goroutines run, on every 64th call. With more Ps they have others to
 // run on, and runtime.Gosched would do harm: it puts the caller on the
 // global run queue and wakes an idle thread to look for work, which takes
 // the caller over on another thread (the first one parks) and competes
-// with the peer being waited for. On a machine with as many ranks as
-// cores, those wakes turned a few microseconds' delay into stalls of
-// 30-300 us.
-func (b *backoff) yieldCPU() {
+// with the peer being waited for. With as many ranks as cores, those
+// wakes turned a few microseconds' delay into stalls a hundred times
+// longer.
+func (b *Backoff) YieldCPU() {
 	if b.n&63 == 0 && runtime.GOMAXPROCS(0) == 1 {
 		runtime.Gosched()
 		return
@@ -577,13 +576,13 @@ func (e *shmEndpoint) holdsP() bool { return e.alone && runtime.GOMAXPROCS(0) ==
 // sleep is sleepOn for this endpoint's waits. A rank alone in its process
 // with one P (GOCOMM_BIND's default for a rank with a core of its own)
 // sleeps holding the P. A sleep that lets the runtime take the P back
-// from the thread (a system call longer than sysmon's 20 us tick, with no
-// P idle) leaves every P idle, and the thread's return wakes the runtime's
-// monitor, which then ticks every 20 us for the next ~20 ms, ~14 us of
-// the rank's core each time (perf sched, 2026-11-27): the first
-// operations after any wait that reached the sleep stalled for 40-55 us
-// at the 99th percentile (docs/results/2026-11-27/sysmon). Holding the P,
-// the monitor sees a running goroutine and stays at its slow tick.
+// from the thread (a system call longer than sysmon's shortest tick, with
+// no P idle) leaves every P idle, and the thread's return wakes the
+// runtime's monitor, which then ticks at its fastest for a while, taking
+// a share of the rank's core each time: the first operations after any
+// wait that reached the sleep stalled at the 99th percentile. Holding
+// the P, the monitor sees a running goroutine and stays at its slow
+// tick.
 func (e *shmEndpoint) sleep(word *uint32, val uint32, d time.Duration, a, b, c <-chan struct{}) {
 	sleepOn(word, val, d, e.holdsP(), a, b, c)
 }

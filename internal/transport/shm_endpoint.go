@@ -38,8 +38,9 @@ type shmEndpoint struct {
 	outs  []*ringOut    // the non-nil ones
 	in    []*ringIn     // by world rank
 	ins   []*ringIn     // the non-nil ones
-	// board is set when every rank of the world is in this segment.
-	board *Board
+	// areas is set when every rank of the world is in this segment and
+	// it has collective areas.
+	areas *Areas
 	// alone: no other rank of the segment lives in this process (see
 	// sleep).
 	alone bool
@@ -328,8 +329,8 @@ func (e *shmEndpoint) close() {
 	e.mapMu.Lock()
 	e.unmapped = true
 	e.unrefMap()
-	if e.board != nil {
-		e.board.unmapPeers()
+	if e.areas != nil && e.areas.closing != nil {
+		e.areas.closing()
 	}
 	e.mapMu.Unlock()
 }

@@ -144,9 +144,9 @@ func unmapSegment(mem []byte) error { return syscall.Munmap(mem) }
 // prefault maps every page of ring (a page-aligned part of the segment)
 // into this process before the first message, so that no send or receive
 // takes a page fault in the ring's first lap. On a virtual machine whose
-// memory the host supplies lazily (Firecracker, and so this project's CI
-// machine class), such a fault cost ~35 us: a stall every 32nd 8-byte
-// all-reduce for the first 8192 (a 1 MiB ring's lap of 128-byte records).
+// memory the host supplies lazily (Firecracker, say), such a fault is a
+// stall of many small operations' time, every few operations of the
+// first lap.
 // MADV_POPULATE_WRITE (Linux 5.14) faults the pages in writable without
 // changing them; a read of each page then maps whatever it left (it
 // halved the stalls alone, the read pass took them from ~290 per lap to

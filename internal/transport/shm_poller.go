@@ -27,7 +27,7 @@ func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte, 
 		return -1, e.mb.failed()
 	}
 	holding := false
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	if sink == nil && len(buf) <= e.chunk && (peer != AnySource || len(e.ins) == e.size-1) && e.role.CompareAndSwap(0, 1) {
 		holding = true
 		if from, err, ok := e.recvDirect(ctx, peer, &h, buf, &bo); ok {
@@ -55,7 +55,7 @@ func (e *shmEndpoint) recv(ctx context.Context, peer int, h Header, buf []byte, 
 // general path must take over: something else is at the ring's head, the
 // mailbox is not quiet, ctx ended, the endpoint failed, or the wait got
 // long enough to sleep.
-func (e *shmEndpoint) recvDirect(ctx context.Context, peer int, h *Header, buf []byte, bo *backoff) (int, error, bool) {
+func (e *shmEndpoint) recvDirect(ctx context.Context, peer int, h *Header, buf []byte, bo *Backoff) (int, error, bool) {
 	if !e.mb.quietFor(peer, h) {
 		return -1, nil, false
 	}
@@ -91,10 +91,10 @@ func (e *shmEndpoint) recvDirect(ctx context.Context, peer int, h *Header, buf [
 			bo.reset()
 			continue
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			return -1, nil, false
 		}
 	}
@@ -152,7 +152,7 @@ func (e *shmEndpoint) freeRecord(in *ringIn, span int) {
 // await waits for a posted (or claimed) receive: as the poller when the
 // role is free (or already held), else until the poller completes it or
 // hands the role on. bo paces the polling (it may have started already).
-func (e *shmEndpoint) await(ctx context.Context, r *recvOp, holding bool, bo *backoff) (int, error) {
+func (e *shmEndpoint) await(ctx context.Context, r *recvOp, holding bool, bo *Backoff) (int, error) {
 	e.waiters.Add(1)
 	ctxDone, failed := ctx.Done(), e.mb.failedCh
 	cancelled, unposted := false, false
@@ -196,7 +196,7 @@ func (e *shmEndpoint) await(ctx context.Context, r *recvOp, holding bool, bo *ba
 
 // drive polls the rings as the poller until r is done. If ctx ends first
 // it withdraws r and reports true when r was still unmatched.
-func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool, bo *backoff) (unposted bool) {
+func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool, bo *Backoff) (unposted bool) {
 	if *cancelled {
 		ctxDone = nil
 	}
@@ -204,7 +204,7 @@ func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool,
 		completed := e.completed
 		// Until the wait gets long, single-copy messages nobody receives
 		// yet wait in their rings for receives about to be posted.
-		e.singleLazy = bo.phase != phaseSleep
+		e.singleLazy = bo.phase != PhaseSleep
 		progress := e.drainUntil(r) > 0
 		if e.streams.n.Load() > 0 && e.pump() {
 			progress = true
@@ -229,10 +229,10 @@ func (e *shmEndpoint) drive(ctxDone <-chan struct{}, r *recvOp, cancelled *bool,
 			bo.reset()
 			continue
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			d := maxSleep
 			if e.streams.n.Load() > 0 {
 				d = e.streamsWait()
@@ -280,11 +280,10 @@ func (e *shmEndpoint) passRole() {
 // goroutine blocked in a system call keeps its P, and a rank runs on one
 // P, so the rank's own goroutine waited until the runtime's monitor took
 // the P back, up to a monitor tick, and every such take sent the monitor
-// back to polling every 20 us for ~10-20 ms, each poll a thread wake on
-// the rank's CPU that stalled both ranks (perf uprobes on
-// runtime.handoffp: the drainer's first futex wait after Init's settle,
-// then the monitor's take, then a 2-rank 8-byte all-reduce whose 99th
-// percentile iteration took 53 us instead of 0.9). A timer parks the
+// back to polling at its fastest for a while, each poll a thread wake on
+// the rank's CPU that stalled both ranks (runtime.handoffp after the
+// drainer's futex wait; small all-reduces' tail latency grew tenfold).
+// A timer parks the
 // goroutine without a system call. A peer's request waits for the next
 // look, at most drainPollMax; a drainer woken by a futex waited as long
 // for a rank busy in Go code, whose P it needed.
@@ -312,8 +311,7 @@ func (e *shmEndpoint) drainLoop() {
 		// goodbye, while this rank waits on the board) is taken in then.
 		// Not at every look: mid-operation the drainer would take the
 		// messages a receive is about to poll and copy them into buffers
-		// of its own (2 ranks, all-gather of 64 MiB, alternating: 5.6 ms
-		// against 7.2 with a drain at every look).
+		// of its own, which slowed large all-gathers.
 		// A busy role needs no help: its holder drains, and asks again
 		// when it lets go while a producer still waits (afterRole).
 		if (asked || time.Since(last) >= maxSleep) && e.waiters.Load() == 0 && e.role.CompareAndSwap(0, 1) {
@@ -333,7 +331,7 @@ func (e *shmEndpoint) drainLoop() {
 // a wait's spin and yield phases (it never sleeps holding the role), or a
 // receive wants the role.
 func (e *shmEndpoint) drainAll() {
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	for e.waiters.Load() == 0 && !isClosed(e.drainStop) {
 		if e.drain() > 0 {
 			bo.reset()
@@ -342,10 +340,10 @@ func (e *shmEndpoint) drainAll() {
 		if !e.streaming() && !e.producerWaiting() {
 			return
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			return
 		}
 	}

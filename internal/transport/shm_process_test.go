@@ -269,7 +269,7 @@ func runChild(role string) error {
 func childExchange(ctx context.Context, e *Hybrid) error {
 	for p := range e.Size() {
 		if p != e.Rank() && !e.SharedMemory(p) {
-			return fmt.Errorf("rank %d is reached over TCP: host identity %q not shared? (%v)", p, HostIdentity(), e.SHMError())
+			return fmt.Errorf("rank %d is reached over TCP: host identity %q not shared? (%v)", p, HostIdentity(), e.shmError())
 		}
 	}
 	if !e.shm.alone {

@@ -87,7 +87,7 @@ func (e *shmEndpoint) setup(ctx context.Context, store AddrStore, o *TCPOptions,
 			store.Set(ctx, base+"/segment", []byte("!"+err.Error()))
 			return nil, err
 		}
-		l := shmLayout{n: n, ringBytes: so.RingBytes}
+		l := shmLayout{n: n, ringBytes: so.RingBytes, areas: so.Areas}
 		mem, path, cerr := createSegment(so.Dir, segmentName(o.Prefix, hostID), l.size())
 		if cerr != nil {
 			cerr = fmt.Errorf("rank %d could not create a %d-byte segment: %w", e.rank, l.size(), cerr)
@@ -148,7 +148,7 @@ func (e *shmEndpoint) setup(ctx context.Context, store AddrStore, o *TCPOptions,
 	so.RingBytes = ringBytes
 	so.ChunkBytes = min(so.ChunkBytes, ringBytes/4)
 	so, oerr := so.withDefaults(n)
-	l := shmLayout{n: n, ringBytes: so.RingBytes}
+	l := shmLayout{n: n, ringBytes: so.RingBytes, areas: so.Areas}
 	var mem []byte
 	if oerr == nil && hook != nil {
 		oerr = hook(e.rank)
@@ -276,7 +276,7 @@ func (e *shmEndpoint) attach(mem []byte, l shmLayout, local []int, me int, so SH
 		e.outs = append(e.outs, out)
 		e.ins = append(e.ins, in)
 	}
-	if n := len(local); n == e.size && n <= MaxBoardRanks {
-		e.board = newBoard(e, mem, l.board(), l.stage(), n, me)
+	if len(local) == e.size && l.hasAreas() {
+		e.areas = newAreas(e, mem, l, me)
 	}
 }

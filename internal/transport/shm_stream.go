@@ -16,9 +16,7 @@ import (
 // stream's finish. A collective's step starts its sends and receives on
 // one goroutine; with a goroutine per send, as before, the sender spun for
 // room beside its own receive, and two spinning goroutines in each of two
-// processes took turns on two cores (2 ranks, all-to-all of 64 MiB
-// through the rings, 5 runs: 5.4-19.4 ms, iterations stalling up to
-// 64 ms).
+// processes took turns on two cores, and large all-to-alls stalled.
 
 // ringStream is one started ring send. The goroutine that holds busy
 // writes its records.
@@ -207,8 +205,8 @@ func (e *shmEndpoint) streamsWait() time.Duration {
 // the receive for it is about to be posted (a collective's step posts it
 // after its own local copies), and the drainer would copy the message
 // into a buffer of its own, then again into the receive's, on a thread of
-// its own beside the peer's (2 ranks, all-to-all of 64 MiB: iterations of
-// 30-50 ms against 8-10). A blocking Send asks as soon as its wait gets
+// its own beside the peer's, several times slower for a large
+// all-to-all. A blocking Send asks as soon as its wait gets
 // to sleep, as waitHead does: its receive may come only after a send of
 // the peer's own.
 func (s *ringStream) wakeDrainer(now int64) {
@@ -232,7 +230,7 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 	defer e.unrefMap()
 	o := s.o
 	failed, lost := e.mb.failedCh, e.mb.lostChan(o.peer)
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
+	bo := Backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -274,10 +272,10 @@ func (e *shmEndpoint) finishStream(ctx context.Context, s *ringStream) error {
 			}
 			continue
 		}
-		switch bo.next() {
-		case phaseYield:
-			bo.yieldCPU()
-		case phaseSleep:
+		switch bo.Next() {
+		case PhaseYield:
+			bo.YieldCPU()
+		case PhaseSleep:
 			e.sleepForRoom(ctx, o, max(s.patience, streamSleep), failed, lost,
 				func() { s.wakeDrainer(clock.Nanos()) },
 				func() bool {

@@ -203,8 +203,8 @@ func TestHybridRoutes(t *testing.T) {
 				t.Errorf("rank %d: SharedMemory(%d) = %v, want %v", r, p, e.SharedMemory(p), want)
 			}
 		}
-		if e.SHMError() != nil {
-			t.Errorf("rank %d: %v", r, e.SHMError())
+		if e.shmError() != nil {
+			t.Errorf("rank %d: %v", r, e.shmError())
 		}
 	}
 	ctx := tctx(t)
@@ -399,8 +399,8 @@ func TestSHMFallback(t *testing.T) {
 		}
 	}()
 	for r, e := range ws {
-		if e.SHMError() == nil || !strings.Contains(e.SHMError().Error(), "injected") {
-			t.Errorf("rank %d: SHMError %v", r, e.SHMError())
+		if e.shmError() == nil || !strings.Contains(e.shmError().Error(), "injected") {
+			t.Errorf("rank %d: shmError %v", r, e.shmError())
 		}
 		for p := range 3 {
 			if e.SharedMemory(p) {
@@ -504,9 +504,9 @@ func TestSHMOptionsDefaults(t *testing.T) {
 	if shmSupported && o.SpinWait <= 0 {
 		t.Errorf("%d ranks on %d CPUs: spin %v, want a system call's time (%v measured)", cpus+1, cpus, o.SpinWait, systemCallCost())
 	}
-	bo := backoff{spin: o.SpinWait, yield: o.YieldWait}
+	bo := Backoff{spin: o.SpinWait, yield: o.YieldWait}
 	for i := 1; shmSupported && i < 64; i++ {
-		if p := bo.next(); p != phaseSpin {
+		if p := bo.Next(); p != PhaseSpin {
 			t.Fatalf("%d ranks on %d CPUs: poll %d of a wait is phase %v, want a spin before the first yield", cpus+1, cpus, i, p)
 		}
 	}

@@ -74,10 +74,8 @@ const (
 	// Unexpected messages of up to pooledMax bytes are read into recycled
 	// buffers (getBig) of their announced size: a bogus header costs at
 	// most pooledMax of (mostly untouched) memory; larger ones grow by
-	// readChunk as bytes arrive. Those from 4 to 64 KiB were allocated
-	// afresh until 2026-11-28 (4 ranks on 2 CPUs over TCP, loops of 50
-	// linear all-reduces, 3 rounds: 8 KiB 162-175 us, 16 KiB 240-370,
-	// 32 KiB 216-328, against 64 KiB's pooled 145-172).
+	// readChunk as bytes arrive. Fresh buffers for mid-size messages made
+	// their all-reduces slower than larger pooled ones on crowded hosts.
 	pooledMax = 64 << 20
 )
 
@@ -303,11 +301,10 @@ func (t *TCP) RecvSink(ctx context.Context, peer int, h Header, buf []byte, sink
 // poller at its next look there instead of a thread woken by the kernel
 // (figures at crowdedYieldWait). Elsewhere it parks at once, and the
 // reader that completes it hands it the P next. A receive that polled
-// with runtime.Gosched while the reader spins was faster (2-rank 8-byte
-// all-reduce, alternating binaries, 2026-11-28: 12.4-12.9 us against
-// 14.0-14.4 parked) but would queue behind every goroutine of a program
-// that computes while it communicates, each for up to a 10 ms time slice,
-// where a parked one runs next: not kept.
+// with runtime.Gosched while the reader spins was a little faster for
+// small operations but would queue behind every goroutine of a program
+// that computes while it communicates, each for up to a scheduler time
+// slice, where a parked one runs next: not kept.
 func (t *TCP) recvMode(ctx context.Context, peer int, h Header, buf []byte, upTo bool, sink func(int, []byte)) (from, n int, err error) {
 	quiet := peer != AnySource
 	r, from, n, err := t.mb.startRecv(ctx, peer, h, buf, upTo, sink, quiet)
@@ -566,12 +563,12 @@ func (c *tcpConn) sayGoodbye(deadline time.Time) {
 	}
 }
 
-// Kill makes the endpoint vanish as if its process crashed: connections
+// kill makes the endpoint vanish as if its process crashed: connections
 // are cut without goodbye, so every peer aborts with a *PeerError wrapping
 // ErrPeerLost that names this rank; this endpoint's own operations fail
 // with ErrAborted. Close must still be called to wait for goroutines. For
 // fault-injection tests.
-func (t *TCP) Kill() {
+func (t *TCP) kill() {
 	t.mb.fail(&AbortError{Cause: errKilled})
 	for _, c := range t.conns {
 		if c != nil {
@@ -708,9 +705,7 @@ func (t *TCP) readFrames(c *tcpConn) error {
 				// The receive this message completed (if any) waits
 				// for a P, most often this one: let it run now rather
 				// than after the next read of an empty socket (a
-				// system call, over a microsecond on a VM, on every
-				// small operation's path). 8-byte all-reduce over TCP,
-				// 2 ranks: 16.7 -> 14.8 us; ping-pong 13.6 -> 9.9.
+				// system call on every small operation's path).
 				runtime.Gosched()
 			}
 		case frameAbort:
@@ -758,8 +753,8 @@ func (t *TCP) readMessage(c *tcpConn, first *frameHeader, hb []byte) error {
 	case arriveQueue:
 		c.pending = im
 		if s.pooled = total <= pooledMax; s.pooled {
-			// Recycled memory: fresh memory page-faults at a fraction of
-			// the speed of the copy on a VM.
+			// Recycled memory: fresh memory page-faults, which on a
+			// virtual machine is slower than the copy.
 			s.data = getBig(total)[:0]
 		} else {
 			s.data = make([]byte, 0, min(total, readChunk))

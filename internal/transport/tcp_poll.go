@@ -2,10 +2,11 @@ package transport
 
 import "time"
 
-// defaultReadSpin is TCPOptions.ReadSpin's default: 8-byte one-way
-// latency between two processes over loopback, median, 47 us when the
-// reader parks at once, 9 us when it polls (BenchmarkSHMProcess). Builds
-// without polling reads (pollingReads false) ignore it.
+// defaultReadSpin is TCPOptions.ReadSpin's default: it trades a core's
+// idle time for small messages' latency, which polling cuts several times
+// against a reader that parks at once (BenchmarkSHMProcess; see
+// docs/tuning.md). Builds without polling reads (pollingReads false)
+// ignore it.
 const defaultReadSpin = 200 * time.Microsecond
 
 // yieldEnd is why a crowded host's receive stopped yielding

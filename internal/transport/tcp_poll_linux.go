@@ -22,8 +22,8 @@ const pollingReads = true
 // pollingReader reads a TCP connection the way a latency-bound receiver
 // wants it read: a read that finds nothing keeps trying for spin (read
 // at each attempt, so that it can change) before it parks in the network
-// poller, whose wake-up (an idle CPU woken by the kernel) costs tens of
-// microseconds on a VM. After its first empty read it yields its P once,
+// poller, whose wake-up (an idle CPU woken by the kernel) costs many
+// times a small message's latency. After its first empty read it yields its P once,
 // so that a receive it completed runs at once instead of waiting for
 // another thread to be woken (readFrames yields already, without this
 // read, after a message when nothing more is buffered; this yield serves
@@ -163,11 +163,9 @@ func (w *connWriter) writeNow(ctx context.Context, bufs [][]byte) (int, [][]byte
 // network, which a P never does while a goroutine is runnable: with one
 // P per rank (GOCOMM_BIND=auto) the connection's polling reader kept it
 // runnable, and a message larger than the socket's buffer could wait up
-// to the reader's ReadSpin (200 us) per refill. 2 ranks over TCP, 64 MiB
-// all-to-all (12 iterations): 313 epoll waits parked, 144 with this;
-// loop time, 6 alternating rounds, medians 22.6 -> 20.8 ms (all-gather
-// 20.6 -> 19.2, all-reduce 36.4 -> 35.3 in 5 more); messages the socket
-// takes at once (up to a few MiB on loopback) never come here.
+// to the reader's ReadSpin per refill, which slowed large collectives
+// over TCP. Messages the socket takes at once (up to a few MiB on
+// loopback) never come here.
 func (w *connWriter) waitRoom(ctx context.Context, bufs [][]byte) (int, [][]byte) {
 	spin := w.spin.Load()
 	if spin <= 0 {
@@ -237,9 +235,8 @@ func (w *connWriter) writeFd(fd uintptr) bool {
 // in the call, which on a crowded host is common (the write that wakes a
 // rank's peer on its CPU preempts it), and starts another thread to run
 // it: with a single P a futex wake and a thread switch per call, and the
-// monitor polling every 20 us. The same goes for connWriter's writev.
-// 8-byte all-reduce over TCP, 4 ranks on 2 CPUs, alternating binaries
-// (2026-11-28): 176-182 us -> 128-130; 2 ranks 15.6-16.9 -> 15.5.
+// monitor polling at its fastest. The same goes for connWriter's writev.
+// Small collectives over TCP on crowded hosts gained the most.
 func rawRead(fd uintptr, p []byte) (int, error) {
 	r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 	if e != 0 {
@@ -299,10 +296,8 @@ func (p *readProbe) readable() bool {
 // yields the CPU while it waits for its peer's bytes before it parks
 // like any other: long enough for a peer that shares a CPU to get its
 // turn and answer, short enough that a rank waiting for a slow peer
-// stops taking turns soon. 8-byte all-reduce over TCP, 4 ranks on 2 CPUs
-// (recursive doubling, 2 exchanges), alternating binaries (2026-11-28):
-// receives that park at once 152-157 us, that yield 127-138; Open MPI's
-// tcp 73.9 us in the same commbench compare as ours at 103.6.
+// stops taking turns soon. Yielding made small all-reduces over TCP on
+// crowded hosts faster than parking at once (see docs/tuning.md).
 const crowdedYieldWait = time.Millisecond
 
 // yieldUntilReadable lets other threads of any process run, its own
@@ -310,8 +305,8 @@ const crowdedYieldWait = time.Millisecond
 // ctx ends, the mailbox fails (failed), or d (nanoseconds) has passed; it
 // returns which. The receive then waits as usual: when bytes are there,
 // its thread finds the parked reader ready in the network poller at once,
-// without a wake-up from the kernel (tens of microseconds on a VM, and on
-// a crowded host a turn of the CPU more).
+// without a wake-up from the kernel (and on a crowded host a turn of the
+// CPU more).
 func (c *tcpConn) yieldUntilReadable(ctx context.Context, r *recvOp, failed *atomic.Bool, d int64) yieldEnd {
 	start := clock.Nanos()
 	for {

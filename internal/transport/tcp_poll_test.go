@@ -181,7 +181,7 @@ func TestCrowdedReceive(t *testing.T) {
 			a.Send(ctx, 1, hs, []byte("efg"))
 		}()
 		buf = make([]byte, 8)
-		if from, n, err := b.RecvUpTo(ctx, 0, hs, buf); from != 0 || n != 3 || err != nil || string(buf[:n]) != "efg" {
+		if n, from, err := b.RecvUpTo(ctx, 0, hs, buf); from != 0 || n != 3 || err != nil || string(buf[:n]) != "efg" {
 			t.Fatalf("RecvUpTo, sent after %v: from %d, %q, %v", delay, from, buf[:n], err)
 		}
 	}

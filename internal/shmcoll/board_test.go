@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // boardSig is the signature the board tests post.
-func boardTestSig(count int) Signature {
-	return Signature{Kind: core.KindAllReduce, DType: core.Int64, Op: core.Sum, Count: uint64(count)}
+func boardTestSig(count int) core.Signature {
+	return core.Signature{Kind: core.KindAllReduce, DType: core.Int64, Op: core.Sum, Count: uint64(count)}
 }
 
 // TestBoardExchange runs many exchanges of every size up to BoardBytes on
@@ -77,7 +78,7 @@ func TestBoardExchange(t *testing.T) {
 
 // TestBoardMismatch: a peer that posts another signature, or runs the
 // same sequence number outside the board (Enter), fails the exchange with
-// a *MismatchError naming it, instead of a wait.
+// a *core.MismatchError naming it, instead of a wait.
 func TestBoardMismatch(t *testing.T) {
 	t.Run("signature", testBoardMismatchSig)
 	t.Run("outside", testBoardMismatchOutside)
@@ -91,7 +92,7 @@ func testBoardMismatchSig(t *testing.T) {
 		res <- ws[1].Board().Exchange(ctx, 1, boardTestSig(2), make([]byte, 16), 16, -1, func(int, []byte) {})
 	}()
 	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
-	var me *MismatchError
+	var me *core.MismatchError
 	if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != 2 || me.Local.Count != 1 {
 		t.Fatalf("rank 0: %v, want a mismatch with rank 1's count 2", err)
 	}
@@ -103,9 +104,9 @@ func testBoardMismatchSig(t *testing.T) {
 func testBoardMismatchOutside(t *testing.T) {
 	ws := shmWorld(t, 2)
 	ctx := tctx(t)
-	var me *MismatchError
+	var me *core.MismatchError
 	go func() {
-		ws[1].Board().Enter(1, Signature{Kind: core.KindAllReduce, DType: core.Int64, Op: core.Sum, Algo: 1, Count: 4096})
+		ws[1].Board().Enter(1, core.Signature{Kind: core.KindAllReduce, DType: core.Int64, Op: core.Sum, Algo: 1, Count: 4096})
 	}()
 	start := time.Now()
 	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
@@ -132,7 +133,7 @@ func testBoardWaitCtx(t *testing.T) {
 	// Rank 1 takes part, rank 2 never does.
 	go ws[1].Board().Exchange(tctx(t), 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
 	err := ws[0].Board().Exchange(ctx, 1, boardTestSig(1), make([]byte, 8), 8, -1, func(int, []byte) {})
-	var pe *PeerError
+	var pe *core.PeerError
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 2 {
 		t.Fatalf("got %v, want the deadline, waiting for rank 2", err)
 	}
@@ -161,7 +162,7 @@ func testBoardWaitAbort(t *testing.T) {
 // has no board (its collectives would not see each other's slots).
 func TestBoardNoneAcrossHosts(t *testing.T) {
 	requireSHM(t)
-	ws, err := connectHybridWorld(4, func(o *HybridOptions) {
+	ws, err := connectHybridWorld(4, func(o *transport.HybridOptions) {
 		o.Prefix = t.Name()
 		o.HostID = fmt.Sprintf("host%d", o.Rank%2)
 	})

@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"encoding/binary"
@@ -251,7 +251,7 @@ func FuzzSharedDesc(f *testing.F) {
 		if err := b.foldShared([]sharedDesc{mine, d}, send, recv, fold); err != nil {
 			var pe *core.PeerError
 			if !errors.As(err, &pe) || pe.Peer != 1 {
-				t.Fatalf("descriptor %+v: %v, want a *PeerError naming rank 1", d, err)
+				t.Fatalf("descriptor %+v: %v, want a *core.PeerError naming rank 1", d, err)
 			}
 		}
 	})
@@ -260,7 +260,7 @@ func FuzzSharedDesc(f *testing.F) {
 // mapEveryRank runs MapShared(id, size) on every rank of ws at once and
 // returns each rank's memory and error. Each call agrees over the board,
 // with sequence numbers of its own.
-func mapEveryRank(tb testing.TB, ws []*Hybrid, id uint64, size int) ([][]byte, []error) {
+func mapEveryRank(tb testing.TB, ws []*testRank, id uint64, size int) ([][]byte, []error) {
 	mems := make([][]byte, len(ws))
 	errs := make([]error, len(ws))
 	var wg sync.WaitGroup

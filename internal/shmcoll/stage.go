@@ -1,10 +1,11 @@
-package transport
+package shmcoll
 
 import (
 	"context"
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
@@ -25,11 +26,10 @@ import (
 // of a ring's 2(n-1) steps, and every rank ends with the same bits (each
 // stripe is folded once). The copies into the block bypass the writer's
 // cache (kernel.CopyShared): the peers read those lines one reuse ago,
-// and a plain copy waits for each to be taken back from their caches (2
-// ranks, 1 MiB: 4.96 GB/s busbw with plain copies, 12.46 with these;
-// commbench, binaries alternating, 2026-11-27 15:45). (Folding the whole
-// chunk on every rank, one synchronisation instead of two, measured
-// slower from 2 KiB on, 2 and 4 ranks.) This is what shared-memory collectives of MPI libraries do for
+// and a plain copy waits for each to be taken back from their caches,
+// which more than halved the stage's bandwidth. (Folding the whole chunk
+// on every rank, one synchronisation instead of two, measured slower.)
+// This is what shared-memory collectives of MPI libraries do for
 // mid-size messages (MPICH's and Intel MPI's shm all-reduce, Open MPI's
 // coll/sm).
 //
@@ -51,8 +51,8 @@ import (
 //	      (stageStripe bytes); then slot 1 alike
 const (
 	// StageChunk is the most of an all-reduce a rank posts on the stage
-	// at a time. Measured against 64 KiB-1 MiB (2 and 4 ranks, 32 KiB-32
-	// MiB): 512 KiB is as good on 2 ranks, worse on 4.
+	// at a time: larger chunks overlap less of the ranks' work, smaller
+	// ones synchronise more often (see docs/tuning.md).
 	StageChunk = 256 << 10
 
 	// StageAroundMin is the size from which a stage all-reduce writes
@@ -60,20 +60,14 @@ const (
 	// result and the block in one pass (kernel.ReduceAllOut) and the
 	// peers' stripes are copied with CopyShared, so that no line of a
 	// result too large to stay in the cache is read for ownership before
-	// it is written. 2 ranks, binaries alternating, 3 rounds each
-	// (2026-11-28 23:55-00:00 UTC): 64 MiB 8.5-8.9 -> 7.1-7.5 ms, 32 MiB
-	// 3.8-3.9 -> 3.0-3.2, 16 MiB 1.68-1.72 -> 1.34-1.36, 8 MiB 0.69-0.71
-	// -> 0.63-0.66 (one round 0.84); 1-2 MiB alike, which fit the L2
-	// cache; 4 ranks on 2 CPUs alike at 8 and 64 MiB.
+	// it is written. Results that fit the cache gain nothing from it; from
+	// this size they do (see docs/tuning.md).
 	StageAroundMin = 8 << 20
 
 	stageStripe    = StageChunk/2 + cacheLine
 	stageSlotSize  = StageChunk + stageStripe
 	stageBlockSize = (3*cacheLine + 2*stageSlotSize + shmPage - 1) / shmPage * shmPage
 )
-
-// stageSize is the size of the stage area of a segment of n ranks.
-func stageSize(n int) int { return n * stageBlockSize }
 
 // stageBlock holds pointers into one rank's stage block.
 type stageBlock struct {
@@ -122,8 +116,8 @@ type Fold func(dst, out []byte, srcs [][]byte) error
 // combines contributions. Every rank of the world must call it for the
 // same collectives in the same order, interleaved with Exchange alike. A
 // peer that posted another signature at seq, or ran seq elsewhere, is a
-// *MismatchError.
-func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, recv []byte, elem int, fold Fold) error {
+// *core.MismatchError.
+func (b *Board) AllReduce(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, elem int, fold Fold) error {
 	if len(send) != len(recv) {
 		return fmt.Errorf("comm: transport: stage all-reduce of %d bytes into %d", len(send), len(recv))
 	}
@@ -136,7 +130,7 @@ func (b *Board) AllReduce(ctx context.Context, seq uint64, sig Signature, send, 
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	around := len(send) >= StageAroundMin
 	for off := 0; off < len(send) || off == 0; off += StageChunk {
 		end := min(off+StageChunk, len(send))
@@ -260,10 +254,10 @@ func (b *Board) stageWait(w *boardWait, r, s int, n uint64) error {
 	}
 	remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
 	if remote != w.sig {
-		return &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+		return &core.MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 	}
 	if seq := atomic.LoadUint64(p.seq[s]); seq != w.seq {
-		return &PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory stage where this rank posted %d (%v): the ranks' stage collectives are out of step",
+		return &core.PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory stage where this rank posted %d (%v): the ranks' stage collectives are out of step",
 			r, seq, w.seq, w.sig)}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/core"
 )
 
 // sumWords is a Fold over little-endian uint64 words that also checks
@@ -126,7 +128,7 @@ func TestStageAllReduce(t *testing.T) {
 
 // onEveryBoard runs f on every rank's board of ws at once and fails the
 // test with every rank's error.
-func onEveryBoard(t *testing.T, ws []*Hybrid, f func(r int, b *Board) error) {
+func onEveryBoard(t *testing.T, ws []*testRank, f func(r int, b *Board) error) {
 	t.Helper()
 	errs := make([]error, len(ws))
 	var wg sync.WaitGroup
@@ -165,7 +167,7 @@ func TestStageStripes(t *testing.T) {
 
 // TestStageMismatch: a peer whose all-reduce has another size, or that
 // runs the same sequence number on the board or elsewhere, fails the
-// stage operation with a *MismatchError naming it instead of a wait.
+// stage operation with a *core.MismatchError naming it instead of a wait.
 func TestStageMismatch(t *testing.T) {
 	big := 3 * StageChunk
 	cases := []struct {
@@ -189,7 +191,7 @@ func TestStageMismatch(t *testing.T) {
 			err, other := beside(t, func(ctx context.Context, b *Board) error {
 				return b.AllReduce(ctx, 1, boardTestSig(big), make([]byte, big), make([]byte, big), 8, sumWords(0, 0))
 			}, c.other)
-			var me *MismatchError
+			var me *core.MismatchError
 			if !errors.As(err, &me) || me.Peer != 1 || me.Remote.Count != c.count {
 				t.Fatalf("rank 0 beside a rank that ran %s: %v, want a mismatch naming rank 1's count %d", c.name, err, c.count)
 			}
@@ -235,7 +237,7 @@ func TestStageWaitEnds(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
 			err := op(ctx, ws[0].Board())
-			var pe *PeerError
+			var pe *core.PeerError
 			if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pe) || pe.Peer != 1 {
 				t.Fatalf("a wait for a rank that never came: %v, want the deadline, naming rank 1", err)
 			}

@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 	"github.com/gocomm/comm/internal/release"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // The board: small collectives of a world whose ranks all share one
@@ -52,30 +53,39 @@ const (
 
 	boardHeader = 32
 	// boardTouchBytes bounds the payloads whose lines a wait loads early
-	// (Exchange's size). At 1 KiB, loading 16 lines (or the first 8) on
-	// every poll was slower than not (2 ranks, 1.40-1.42 -> 1.59 us): the
-	// polls take the lines from the writer while it still copies into
-	// them.
+	// (Exchange's size). Above it, loading the lines on every poll was
+	// slower than not: the polls take the lines from the writer while it
+	// still copies into them.
 	boardTouchBytes = 512
 	// boardSharedCopy: from this size a rank writes its contribution
 	// with stores that bypass its cache (kernel.CopyShared), as the
 	// rings and the stage do: the peers read those lines two operations
 	// ago, and plain stores wait for each line to be taken back from
-	// their caches. 2 ranks, alternating: all-reduce 4 / 8 / 16 KiB
-	// 2.24 / 3.23 / 5.69 -> 1.80 / 2.62 / 4.05 us, broadcast 8-16 KiB
-	// 2.31-4.00 -> 1.39-1.54 us.
+	// their caches; below this size the plain copy is as fast.
 	boardSharedCopy = 4 << 10
 	boardSlotSize   = (boardHeader + BoardBytes + cacheLine - 1) / cacheLine * cacheLine
 	boardBlockSize  = 3*cacheLine + 2*boardSlotSize
 )
 
-// boardSize is the size of the board area of a segment of n ranks.
-func boardSize(n int) int { return n * boardBlockSize }
+// The segment's words and blocks are aligned to these (transport lays
+// the segment out).
+const (
+	cacheLine = transport.CacheLine
+	shmPage   = transport.SegmentPage
+)
+
+// Areas is what a segment must set aside for the board and the stage
+// (transport.SHMOptions.Areas).
+var Areas = transport.SegmentAreas{MaxRanks: MaxBoardRanks, Board: boardBlockSize, Stage: stageBlockSize}
+
+// word32 and word64 point at an aligned word of a mapping, for sync/atomic.
+func word32(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
+func word64(mem []byte, off int) *uint64 { return (*uint64)(unsafe.Pointer(&mem[off])) }
 
 // Board is the shared-memory board of an endpoint whose world is on one
-// host (Hybrid.Board). Its operations must be called one at a time.
+// host (New). Its operations must be called one at a time.
 type Board struct {
-	e     *shmEndpoint
+	seg   *transport.Areas
 	n, me int
 	blk   []boardBlock // by world rank (== local index: the world is local)
 	count uint64       // board operations this rank has started
@@ -90,8 +100,8 @@ type Board struct {
 	touched uint64 // the sum of Exchange's early loads (see there)
 	fence   uint64 // a word for postedWake's fence
 
-	// shared are the live shared allocations (shm_shared.go), guarded by
-	// the endpoint's mapMu; descs, sharedDsts and sharedPieces are
+	// shared are the live shared allocations (shared.go), guarded by
+	// the areas' mapping lock; descs, sharedDsts and sharedPieces are
 	// AllReduceShared's, reused.
 	shared       []*sharedMap
 	descs        []sharedDesc
@@ -131,47 +141,45 @@ func boardBlockAt(mem []byte, off int) boardBlock {
 }
 
 // packSig and unpackSig store a signature in two words.
-func packSig(s Signature) [2]uint64 {
+func packSig(s core.Signature) [2]uint64 {
 	return [2]uint64{uint64(s.Kind) | uint64(s.DType)<<8 | uint64(s.Op)<<16 | uint64(s.Algo)<<24 | uint64(uint32(s.Root))<<32, s.Count}
 }
 
-func unpackSig(w [2]uint64) Signature {
-	return Signature{Kind: core.Kind(w[0] & 0xff), DType: core.DType(w[0] >> 8 & 0xff), Op: core.Op(w[0] >> 16 & 0xff),
+func unpackSig(w [2]uint64) core.Signature {
+	return core.Signature{Kind: core.Kind(w[0] & 0xff), DType: core.DType(w[0] >> 8 & 0xff), Op: core.Op(w[0] >> 16 & 0xff),
 		Algo: uint8(w[0] >> 24), Root: int32(uint32(w[0] >> 32)), Count: w[1]}
 }
 
-// newBoard builds the board of a world of n ranks all in this segment,
-// its blocks at offset off and its stage's at offset stg; me is this
-// rank.
-func newBoard(e *shmEndpoint, mem []byte, off, stg, n, me int) *Board {
-	b := &Board{e: e, n: n, me: me, blk: make([]boardBlock, n)}
+// New builds the board of a world whose ranks all map one segment, over
+// the segment's collective areas (set aside as Areas says), or returns
+// nil when seg is nil (the endpoint has none: not every rank of the
+// world shares this host's segment, or the world has more than
+// MaxBoardRanks ranks).
+func New(seg *transport.Areas) *Board {
+	if seg == nil {
+		return nil
+	}
+	n, me := seg.Size(), seg.Rank()
+	b := &Board{seg: seg, n: n, me: me, blk: make([]boardBlock, n)}
 	b.st.blk = make([]stageBlock, n)
 	b.st.srcs = make([][]byte, n)
 	b.st.mine = make([]byte, stageStripe)
 	b.sharedPieces = make([][]byte, n)
+	board, stage := seg.Board(), seg.Stage()
 	for r := range n {
-		b.blk[r] = boardBlockAt(mem, off+r*boardBlockSize)
-		b.st.blk[r] = stageBlockAt(mem, stg+r*stageBlockSize)
+		b.blk[r] = boardBlockAt(board, r*boardBlockSize)
+		b.st.blk[r] = stageBlockAt(stage, r*stageBlockSize)
 	}
-	prefault(mem[off : off+boardSize(n)])
-	prefault(mem[stg : stg+stageSize(n)])
+	transport.Prefault(board)
+	transport.Prefault(stage)
+	seg.OnClose(b.unmapPeers)
 	return b
-}
-
-// Board returns the endpoint's board, or nil when not every rank of the
-// world shares this host's segment (or the world has more than
-// MaxBoardRanks ranks).
-func (e *Hybrid) Board() *Board {
-	if e.shm == nil {
-		return nil
-	}
-	return e.shm.board
 }
 
 // Enter records that this rank runs the collective seq (of signature sig)
 // outside the board, so that a peer waiting on the board for the same
 // sequence number reports a mismatch instead of waiting out its timeout.
-func (b *Board) Enter(seq uint64, sig Signature) {
+func (b *Board) Enter(seq uint64, sig core.Signature) {
 	me := &b.blk[b.me]
 	w := packSig(sig)
 	atomic.StoreUint64(me.enteredSig[0], w[0])
@@ -188,15 +196,15 @@ func (b *Board) Enter(seq uint64, sig Signature) {
 // be overwritten by then), as long as that rank posted; read must not
 // keep it. Every rank of the world must call Exchange for the
 // same collectives in the same order. A peer that posted another
-// signature at seq, or ran seq outside the board, is a *MismatchError.
+// signature at seq, or ran seq outside the board, is a *core.MismatchError.
 //
 // size is the length of the contributions it reads, as far as this rank
 // knows (len(mine) for an all-reduce; 0 when unknown): while it waits for
 // a peer's stamp it also loads the other cache lines a contribution of
 // that size fills, so that they arrive with the stamp's line instead of
-// one cache miss after it. A 2-rank all-reduce of 32-256 B took ~0.2 us
-// longer than one of 16 B (one line) without it.
-func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []byte, size, from int, read func(rank int, p []byte)) error {
+// one cache miss after it (without it, an all-reduce of a few lines took
+// measurably longer than one of a single line).
+func (b *Board) Exchange(ctx context.Context, seq uint64, sig core.Signature, mine []byte, size, from int, read func(rank int, p []byte)) error {
 	return b.ExchangeAfter(ctx, seq, sig, mine, size, from, nil, read)
 }
 
@@ -207,14 +215,14 @@ func (b *Board) Exchange(ctx context.Context, seq uint64, sig Signature, mine []
 // parts instead of delaying this rank's (a lock there still waits for
 // the stamp's store to reach the peers). posted is not called when
 // Exchange fails before it may wait (the board closed or failed).
-func (b *Board) ExchangeAfter(ctx context.Context, seq uint64, sig Signature, mine []byte, size, from int, posted func(), read func(rank int, p []byte)) error {
+func (b *Board) ExchangeAfter(ctx context.Context, seq uint64, sig core.Signature, mine []byte, size, from int, posted func(), read func(rank int, p []byte)) error {
 	if len(mine) > BoardBytes {
 		return fmt.Errorf("comm: transport: %d bytes exceed the board's %d", len(mine), BoardBytes)
 	}
-	if err := b.hold(); err != nil {
+	if err := b.seg.Hold(); err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	b.count++
 	op := b.count
 	s := int(op & 1)
@@ -303,32 +311,13 @@ func (b *Board) postedWake(err error) error {
 	return err
 }
 
-// hold takes the mapping for one board or stage operation: it returns
-// nil with the endpoint's mapMu held for reading (the caller releases
-// it), or why the operation cannot run, with nothing held: the endpoint
-// is closed, or aborted (by a peer, say: nothing is posted, as a send
-// would fail now).
-func (b *Board) hold() error {
-	e := b.e
-	e.mapMu.RLock()
-	switch {
-	case e.unmapped:
-		e.mapMu.RUnlock()
-		return ErrClosed
-	case e.mb.hasFailed.Load():
-		e.mapMu.RUnlock()
-		return e.mb.failed()
-	}
-	return nil
-}
-
 // wakePeers wakes the peers asleep in a board wait (each then looks
 // again at what it waits for).
 func (b *Board) wakePeers() {
 	for r := range b.n {
 		if r != b.me && atomic.LoadUint32(b.blk[r].sleepers) != 0 {
 			atomic.AddUint32(b.blk[r].wake, 1)
-			futexWake(b.blk[r].wake)
+			transport.Wake(b.blk[r].wake)
 		}
 	}
 }
@@ -338,7 +327,7 @@ type boardWait struct {
 	b   *Board
 	ctx context.Context
 	seq uint64
-	sig Signature
+	sig core.Signature
 	bad error // a mismatch found while waiting
 	// stage: a stage wait, for which a peer that entered seq with the
 	// same signature is on the stage too, not a mismatch.
@@ -360,7 +349,7 @@ func (w *boardWait) mismatch(r int) bool {
 				if remote == w.sig {
 					continue
 				}
-				w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+				w.bad = &core.MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 				return true
 			}
 		}
@@ -372,7 +361,7 @@ func (w *boardWait) mismatch(r int) bool {
 	if w.stage && remote == w.sig {
 		return false
 	}
-	w.bad = &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+	w.bad = &core.MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 	return true
 }
 
@@ -385,10 +374,10 @@ func (w *boardWait) check(r, s int) error {
 	seq := atomic.LoadUint64(p.seq[s])
 	remote := unpackSig([2]uint64{atomic.LoadUint64(p.sig[s][0]), atomic.LoadUint64(p.sig[s][1])})
 	if remote != w.sig {
-		return &MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
+		return &core.MismatchError{Peer: r, Seq: w.seq, Local: w.sig, Remote: remote}
 	}
 	if seq != w.seq {
-		return &PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory board where this rank posted %d (%v): the ranks' board collectives are out of step",
+		return &core.PeerError{Peer: r, Err: fmt.Errorf("comm: transport: rank %d posted collective %d on the shared-memory board where this rank posted %d (%v): the ranks' board collectives are out of step",
 			r, seq, w.seq, w.sig)}
 	}
 	return nil
@@ -404,11 +393,8 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 	if ready() {
 		return nil
 	}
-	e := w.b.e
-	bo := backoff{spin: e.opts.SpinWait, yield: e.opts.YieldWait}
-	if w.stage {
-		bo.spin = e.opts.stageSpin
-	}
+	seg := w.b.seg
+	bo := seg.Backoff(w.stage)
 	me := &w.b.blk[w.b.me]
 	var done <-chan struct{}
 	told := false
@@ -416,21 +402,21 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 		if ready() {
 			return nil
 		}
-		if e.mb.hasFailed.Load() {
+		if seg.Failed() {
 			// A peer that ran this collective with other arguments may
 			// have aborted the world on seeing this rank's: say what this
 			// rank sees, the mismatch, rather than the abort.
 			if entered && w.mismatch(r) {
 				return nil
 			}
-			return e.mb.failed()
+			return seg.Err()
 		}
-		phase := bo.next()
-		if phase != phaseSpin && !told && w.b.waiting != nil {
+		phase := bo.Next()
+		if phase != transport.PhaseSpin && !told && w.b.waiting != nil {
 			told = true
 			w.b.waiting(r)
 		}
-		if entered && (bo.n&63 == 0 || phase == phaseSleep) && w.mismatch(r) {
+		if entered && (bo.Polls()&63 == 0 || phase == transport.PhaseSleep) && w.mismatch(r) {
 			// r may have posted what this wait is for just before it
 			// went on to run seq elsewhere (AllReduceShared's
 			// descriptors, then the stage): that is no mismatch.
@@ -440,15 +426,15 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 			return nil
 		}
 		switch phase {
-		case phaseSpin:
+		case transport.PhaseSpin:
 			continue
-		case phaseYield:
-			if bo.n&63 == 0 {
+		case transport.PhaseYield:
+			if bo.Polls()&63 == 0 {
 				if err := w.gone(r); err != nil {
 					return err
 				}
 			}
-			bo.yieldCPU()
+			bo.YieldCPU()
 			continue
 		}
 		if done == nil {
@@ -460,7 +446,7 @@ func (w *boardWait) until(r int, entered bool, ready func() bool) error {
 		atomic.AddUint32(me.sleepers, 1)
 		v := atomic.LoadUint32(me.wake)
 		if !ready() {
-			e.sleep(me.wake, v, boardSleep, done, e.mb.failedCh, e.mb.lostChan(r))
+			seg.Sleep(me.wake, v, boardSleep, done, r)
 		}
 		atomic.AddUint32(me.sleepers, ^uint32(0))
 	}
@@ -478,10 +464,10 @@ func (w *boardWait) gone(r int) error {
 	if err := w.ctx.Err(); err != nil {
 		return w.ended(r, err)
 	}
-	return w.b.e.mb.sendErr(r)
+	return w.b.seg.PeerErr(r)
 }
 
 // ended is the error of a board wait for rank r cut short by ctx.
 func (w *boardWait) ended(r int, err error) error {
-	return &PeerError{Peer: r, Err: fmt.Errorf("%w waiting on the shared-memory board for rank %d (%v, sequence %d)", err, r, w.sig, w.seq)}
+	return &core.PeerError{Peer: r, Err: fmt.Errorf("%w waiting on the shared-memory board for rank %d (%v, sequence %d)", err, r, w.sig, w.seq)}
 }

@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
+	"github.com/gocomm/comm/internal/transport"
 )
 
 // Shared allocations: memory that every rank of a board's world maps, so
@@ -26,9 +27,8 @@ import (
 // (its input read, the segment's chunk written and read, the stripe
 // written and read, the result written); reading the inputs in place, a
 // rank reads its stripe of every input and writes its stripe of every
-// result: about 2. Two goroutines on this project's test machine,
-// 2026-11-28 02:50: 64 MiB float32 in 2.9 ms in place (23 GB/s busbw),
-// 4.8-5.3 ms out of place, against the stage's ~9 ms.
+// result: about 2, which makes large all-reduces several times faster
+// than the stage's (see docs/performance.md).
 
 // sharedMap is one shared allocation as this rank sees it.
 type sharedMap struct {
@@ -80,7 +80,7 @@ func getSharedDesc(p []byte) (sharedDesc, error) {
 
 // sharedPath names rank r's file of allocation id.
 func (b *Board) sharedPath(id uint64, r int) (dir, name string) {
-	return filepath.Dir(b.e.path), fmt.Sprintf("%s.a%d.%d", filepath.Base(b.e.path), id, r)
+	return filepath.Dir(b.seg.Path()), fmt.Sprintf("%s.a%d.%d", filepath.Base(b.seg.Path()), id, r)
 }
 
 // MapShared makes allocation id (a number every rank gives the same
@@ -98,13 +98,13 @@ func (b *Board) MapShared(id uint64, size int, agree func(ok bool) error) ([]byt
 	unmap := func() {
 		for r, mem := range m.mem {
 			if mem != nil {
-				unmapSegment(mem)
+				transport.UnmapSegment(mem)
 				m.mem[r] = nil
 			}
 		}
 	}
 	dir, name := b.sharedPath(id, b.me)
-	mine, path, err := createSegment(dir, name, size)
+	mine, path, err := transport.CreateSegment(dir, name, size)
 	if err == nil {
 		m.mem[b.me] = mine
 		defer os.Remove(path) // once every rank has mapped it, or on failure
@@ -120,7 +120,7 @@ func (b *Board) MapShared(id uint64, size int, agree func(ok bool) error) ([]byt
 			continue
 		}
 		dir, name := b.sharedPath(id, r)
-		mem, oerr := openSegment(filepath.Join(dir, name), size)
+		mem, oerr := transport.OpenSegment(filepath.Join(dir, name), size)
 		if oerr != nil {
 			err = fmt.Errorf("rank %d could not map rank %d's shared memory: %w", b.me, r, oerr)
 			break
@@ -132,16 +132,16 @@ func (b *Board) MapShared(id uint64, size int, agree func(ok bool) error) ([]byt
 		return nil, errors.Join(err, aerr)
 	}
 	// Each process has its own page tables: fault every page in now, not
-	// in the first all-reduce (~35 us per 4 KiB page on a virtual machine
-	// that supplies memory lazily).
+	// in the first all-reduce (a virtual machine that supplies memory
+	// lazily makes each first touch of a page slow).
 	for _, mem := range m.mem {
-		prefault(mem)
+		transport.Prefault(mem)
 	}
-	b.e.mapMu.Lock()
-	defer b.e.mapMu.Unlock()
-	if b.e.unmapped {
+	b.seg.Lock()
+	defer b.seg.Unlock()
+	if b.seg.Unmapped() {
 		unmap()
-		return nil, ErrClosed
+		return nil, core.ErrClosed
 	}
 	b.shared = append(b.shared, m)
 	return mine, nil
@@ -153,14 +153,14 @@ func (b *Board) MapShared(id uint64, size int, agree func(ok bool) error) ([]byt
 // own mapping of it. Any other mem is left alone. mem must not be used
 // after.
 func (b *Board) UnmapShared(mem []byte) error {
-	b.e.mapMu.Lock()
-	defer b.e.mapMu.Unlock()
+	b.seg.Lock()
+	defer b.seg.Unlock()
 	for i, m := range b.shared {
 		if len(mem) == m.size && unsafe.SliceData(mem) == unsafe.SliceData(m.mem[b.me]) {
 			var err error
 			for _, p := range m.mem {
 				if p != nil {
-					err = errors.Join(err, unmapSegment(p))
+					err = errors.Join(err, transport.UnmapSegment(p))
 				}
 			}
 			b.shared = slices.Delete(b.shared, i, i+1)
@@ -173,8 +173,8 @@ func (b *Board) UnmapShared(mem []byte) error {
 // IsShared reports whether mem lies within one of this rank's shared
 // allocations.
 func (b *Board) IsShared(mem []byte) bool {
-	b.e.mapMu.RLock()
-	defer b.e.mapMu.RUnlock()
+	b.seg.RLock()
+	defer b.seg.Release()
 	_, _, ok := b.sharedAt(mem)
 	return ok
 }
@@ -186,7 +186,7 @@ func (b *Board) unmapPeers() {
 	for _, m := range b.shared {
 		for r, p := range m.mem {
 			if r != b.me && p != nil {
-				unmapSegment(p)
+				transport.UnmapSegment(p)
 				m.mem[r] = nil
 			}
 		}
@@ -233,7 +233,7 @@ func (b *Board) sharedByID(id uint64) *sharedMap {
 // send, in rank order, into its own recv and copies it into the peers'
 // recv with stores that bypass its cache; a second exchange says every
 // result is written.
-func (b *Board) AllReduceShared(ctx context.Context, seq uint64, sig Signature, send, recv []byte, elem int, fold Fold) (ran bool, err error) {
+func (b *Board) AllReduceShared(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, elem int, fold Fold) (ran bool, err error) {
 	if len(send) != len(recv) {
 		return true, fmt.Errorf("comm: transport: shared all-reduce of %d bytes into %d", len(send), len(recv))
 	}
@@ -241,10 +241,10 @@ func (b *Board) AllReduceShared(ctx context.Context, seq uint64, sig Signature, 
 		return true, fmt.Errorf("comm: transport: shared all-reduce of %d bytes in elements of %d", len(send), elem)
 	}
 	var desc sharedDesc
-	b.e.mapMu.RLock()
+	b.seg.RLock()
 	sm, so, sok := b.sharedAt(send)
 	rm, ro, rok := b.sharedAt(recv)
-	b.e.mapMu.RUnlock()
+	b.seg.Release()
 	if sok && rok {
 		desc = sharedDesc{ok: true, sendID: sm.id, sendOff: so, recvID: rm.id, recvOff: ro}
 	}
@@ -280,10 +280,10 @@ func (b *Board) AllReduceShared(ctx context.Context, seq uint64, sig Signature, 
 // foldShared is AllReduceShared's middle: this rank's stripe of every
 // rank's result.
 func (b *Board) foldShared(descs []sharedDesc, send, recv []byte, fold Fold) error {
-	if err := b.hold(); err != nil {
+	if err := b.seg.Hold(); err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	n := len(send)
 	srcs, dsts := b.st.srcs, b.sharedDsts[:0]
 	for r, d := range descs {
@@ -301,9 +301,8 @@ func (b *Board) foldShared(descs []sharedDesc, send, recv []byte, fold Fold) err
 	pieces, mine := b.sharedPieces, dsts[b.me]
 	// With one peer and a result too large to stay in the cache, the fold
 	// stores the stripe into both results in one pass around the cache
-	// (as the stage does from the same size): 2 ranks, 64 MiB, binaries
-	// alternating, 3-4 rounds (2026-11-29 00:00-00:03 UTC): 5.5-7.9 -> 3.2-4.2 ms;
-	// 16 MiB 1.07-1.40 -> 0.70-0.82, 8 MiB 0.37-0.45 -> 0.34-0.38.
+	// (as the stage does from the same size, for the same reason: see
+	// StageAroundMin).
 	var peer []byte
 	if b.n == 2 && n >= StageAroundMin {
 		peer = dsts[1-b.me]

@@ -1,24 +1,24 @@
-package transport
+package shmcoll
 
 import (
 	"context"
 	"fmt"
 	"unsafe"
 
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
 // The stage's copy collectives: broadcast, all-to-all, all-gather and
 // reduce-scatter of a world whose ranks all share one host's segment,
 // through the ranks' stage blocks, in chunks numbered with the
-// all-reduce's (shm_stage.go).
+// all-reduce's (stage.go).
 //
 // A broadcast's root copies a chunk into its slot once, with stores that
 // bypass its cache, and every other rank copies it out: n copies of each
 // byte in all, against 2(n-1) through the rings and n-1 by single copy,
-// whose copies across processes pin the sender's pages one by one (this
-// project's test machine copied 64 MiB across processes at 4.1-4.6 GB/s
-// against 15-23 for a memmove, 2026-11-28). An all-to-all's rank posts a
+// whose copies across processes pin the sender's pages one by one and run
+// at a fraction of a memmove's speed. An all-to-all's rank posts a
 // piece of every peer's block in its slot, and every rank copies its
 // pieces out of every peer's: two copies of each byte, with no pair of
 // ranks that must run at once as a ring's two ends must. An all-gather
@@ -33,14 +33,14 @@ const stageCopyChunk = stageSlotSize / cacheLine * cacheLine
 // every rank's buf (of the same length) on the stage. Every rank of the
 // world must call it for the same collectives in the same order as the
 // stage's and board's others. A peer that posted another signature at
-// seq, or ran seq elsewhere, is a *MismatchError.
+// seq, or ran seq elsewhere, is a *core.MismatchError.
 //
 // Each chunk goes in two steps: first every rank says it is done with
 // the chunk before (the root with the chunk posted), then every rank but
 // the root copies the chunk out and says so. The root waits for every
 // rank's copy of the last chunk before it returns, so that a rank that
 // ran another collective is a mismatch on the root too.
-func (b *Board) Broadcast(ctx context.Context, seq uint64, sig Signature, root int, buf []byte) error {
+func (b *Board) Broadcast(ctx context.Context, seq uint64, sig core.Signature, root int, buf []byte) error {
 	if root < 0 || root >= b.n {
 		return fmt.Errorf("comm: transport: stage broadcast from rank %d of %d", root, b.n)
 	}
@@ -48,7 +48,7 @@ func (b *Board) Broadcast(ctx context.Context, seq uint64, sig Signature, root i
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	st := &b.st
 	me := &st.blk[b.me]
 	src := &st.blk[root]
@@ -96,13 +96,13 @@ func (b *Board) Broadcast(ctx context.Context, seq uint64, sig Signature, root i
 // r. They may be the same slice. Every rank of the world must call it for
 // the same collectives in the same order as the stage's and board's
 // others. A peer that posted another signature at seq, or ran seq
-// elsewhere, is a *MismatchError.
+// elsewhere, is a *core.MismatchError.
 //
 // Each chunk carries a piece of every block: a rank posts its pieces for
 // every peer, copies its own block's piece, then copies its piece out of
 // every peer's slot. In place, a piece of recv is written only after the
 // same piece of send has been posted.
-func (b *Board) AllToAll(ctx context.Context, seq uint64, sig Signature, send, recv []byte) error {
+func (b *Board) AllToAll(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte) error {
 	if len(send) != len(recv) || len(send)%b.n != 0 {
 		return fmt.Errorf("comm: transport: stage all-to-all of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
 	}
@@ -110,7 +110,7 @@ func (b *Board) AllToAll(ctx context.Context, seq uint64, sig Signature, send, r
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	blk := len(send) / b.n
 	return b.stageBlocks(&w, send, blk, func(s, off, m int) error {
 		own := b.me*blk + off
@@ -132,12 +132,12 @@ func (b *Board) AllToAll(ctx context.Context, seq uint64, sig Signature, send, r
 // r; send may be this rank's own block of recv. Every rank of the world
 // must call it for the same collectives in the same order as the stage's
 // and board's others. A peer that posted another signature at seq, or
-// ran seq elsewhere, is a *MismatchError.
+// ran seq elsewhere, is a *core.MismatchError.
 //
 // Each chunk carries a piece of every block: a rank posts its piece once,
 // copies it into its own block of recv, and copies every peer's out of
 // the peer's slot.
-func (b *Board) AllGather(ctx context.Context, seq uint64, sig Signature, send, recv []byte) error {
+func (b *Board) AllGather(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte) error {
 	blk := len(send)
 	if len(recv) != b.n*blk {
 		return fmt.Errorf("comm: transport: stage all-gather of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
@@ -146,7 +146,7 @@ func (b *Board) AllGather(ctx context.Context, seq uint64, sig Signature, send, 
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	st := &b.st
 	me := &st.blk[b.me]
 	for off := 0; off < blk || off == 0; off += stageCopyChunk {
@@ -182,12 +182,12 @@ func (b *Board) AllGather(ctx context.Context, seq uint64, sig Signature, send, 
 // fold are as for AllReduce. Every rank of the world must call it for the
 // same collectives in the same order as the stage's and board's others.
 // A peer that posted another signature at seq, or ran seq elsewhere, is a
-// *MismatchError.
+// *core.MismatchError.
 //
 // Each chunk carries a piece of every block: a rank posts its pieces of
 // the peers' blocks, as in AllToAll, then folds its own block's piece
 // from its send and every peer's slot.
-func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, send, recv []byte, elem int, fold Fold) error {
+func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, elem int, fold Fold) error {
 	blk := len(recv)
 	if len(send) != b.n*blk {
 		return fmt.Errorf("comm: transport: stage reduce-scatter of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
@@ -199,7 +199,7 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, se
 	if err != nil {
 		return err
 	}
-	defer b.e.mapMu.RUnlock()
+	defer b.seg.Release()
 	st := &b.st
 	own := send[b.me*blk : (b.me+1)*blk]
 	overlap := blk > 0 && overlaps(own, recv)
@@ -226,8 +226,8 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig Signature, se
 
 // stageOpen starts a stage collective: it holds the mapping (the caller
 // releases mapMu) and records that this rank runs seq on the stage.
-func (b *Board) stageOpen(ctx context.Context, seq uint64, sig Signature) (boardWait, error) {
-	if err := b.hold(); err != nil {
+func (b *Board) stageOpen(ctx context.Context, seq uint64, sig core.Signature) (boardWait, error) {
+	if err := b.seg.Hold(); err != nil {
 		return boardWait{}, err
 	}
 	b.Enter(seq, sig)

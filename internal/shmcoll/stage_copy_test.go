@@ -1,4 +1,4 @@
-package transport
+package shmcoll
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gocomm/comm/core"
 )
 
 // TestStageCopyCollectives runs broadcasts from every root, all-to-alls,
@@ -139,7 +141,7 @@ func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
 
 // TestStageCopyMismatch: a broadcast or all-to-all beside a peer that runs
 // another collective at the same sequence number fails with a
-// *MismatchError naming the peer, on the root of a broadcast as well,
+// *core.MismatchError naming the peer, on the root of a broadcast as well,
 // instead of a wait or a silent success.
 func TestStageCopyMismatch(t *testing.T) {
 	size := 2 * stageCopyChunk
@@ -174,7 +176,7 @@ func TestStageCopyMismatch(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err, other := beside(t, c.mine, c.other)
-			var me *MismatchError
+			var me *core.MismatchError
 			if !errors.As(err, &me) || me.Peer != 1 {
 				t.Fatalf("rank 0: %v, want a mismatch naming rank 1", err)
 			}
