@@ -6,6 +6,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Every collective below comes in a blocking form and a Start form that
@@ -42,7 +43,7 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	dt := dtypeOf[T]()
 	sb, rb := asBytes(send), asBytes(recv)
 	if len(send) != len(recv) || op.IsUser() || !op.ValidFor(dt) || !c.inline.InlinesAllReduce(len(rb)) ||
-		checkOverlap(backend.KindAllReduce, send, recv, true) != nil {
+		checkOverlap(core.KindAllReduce, send, recv, true) != nil {
 		return false, nil
 	}
 	seq, err := c.nextSeq()
@@ -57,7 +58,7 @@ func allReduceInline[T Numeric](ctx context.Context, c *Comm, send, recv []T, op
 	if ran && err == nil {
 		return true, nil
 	}
-	req := backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: sb, Recv: rb, SigCount: len(recv), Source: -1}
+	req := backend.Request{Kind: core.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: sb, Recv: rb, SigCount: len(recv), Source: -1}
 	if !ran {
 		// Not seq's turn yet (an operation started before it runs), or
 		// the communicator closed: Run waits, or says so.
@@ -97,10 +98,10 @@ func StartInferenceAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv
 }
 
 func startAllReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, a algo.Algorithm) *Work {
-	if w := c.unusable(backend.KindAllReduce); w != nil {
+	if w := c.unusable(core.KindAllReduce); w != nil {
 		return w
 	}
-	req := c.request(backend.KindAllReduce, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindAllReduce, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Algorithm = a
 	req.SigCount = len(recv)
 	var err error
@@ -128,10 +129,10 @@ func StartReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op Red
 }
 
 func startReduce[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp, root int) *Work {
-	if w := c.unusable(backend.KindReduce); w != nil {
+	if w := c.unusable(core.KindReduce); w != nil {
 		return w
 	}
-	req := c.request(backend.KindReduce, dtypeOf[T](), op, root, asBytes(send), asBytes(recv))
+	req := c.request(core.KindReduce, dtypeOf[T](), op, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	err := c.checkRoot(req.Kind, root)
 	if err == nil && c.rank == root {
@@ -158,11 +159,11 @@ func StartBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) 
 }
 
 func startBroadcast[T Numeric](ctx context.Context, c *Comm, buf []T, root int) *Work {
-	if w := c.unusable(backend.KindBroadcast); w != nil {
+	if w := c.unusable(core.KindBroadcast); w != nil {
 		return w
 	}
 	b := asBytes(buf)
-	req := c.request(backend.KindBroadcast, dtypeOf[T](), Sum, root, b, b)
+	req := c.request(core.KindBroadcast, dtypeOf[T](), Sum, root, b, b)
 	req.SigCount = len(buf)
 	return c.startCollective(ctx, req, c.checkRoot(req.Kind, root))
 }
@@ -180,10 +181,10 @@ func StartAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wo
 }
 
 func startAllGather[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
-	if w := c.unusable(backend.KindAllGather); w != nil {
+	if w := c.unusable(core.KindAllGather); w != nil {
 		return w
 	}
-	req := c.request(backend.KindAllGather, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindAllGather, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
 	var err error
@@ -208,10 +209,10 @@ func StartAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, co
 }
 
 func startAllGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int) *Work {
-	if w := c.unusable(backend.KindAllGatherV); w != nil {
+	if w := c.unusable(core.KindAllGatherV); w != nil {
 		return w
 	}
-	req := c.request(backend.KindAllGatherV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindAllGatherV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
 	req.SigCount = total
@@ -240,10 +241,10 @@ func StartGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root i
 }
 
 func startGather[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
-	if w := c.unusable(backend.KindGather); w != nil {
+	if w := c.unusable(core.KindGather); w != nil {
 		return w
 	}
-	req := c.request(backend.KindGather, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
+	req := c.request(core.KindGather, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	req.Counts = c.evenCounts(len(send))
 	err := c.checkRoot(req.Kind, root)
@@ -269,10 +270,10 @@ func StartGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, count
 }
 
 func startGatherV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
-	if w := c.unusable(backend.KindGatherV); w != nil {
+	if w := c.unusable(core.KindGatherV); w != nil {
 		return w
 	}
-	req := c.request(backend.KindGatherV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
+	req := c.request(core.KindGatherV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
 	req.SigCount = total
@@ -304,10 +305,10 @@ func StartScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root 
 }
 
 func startScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, root int) *Work {
-	if w := c.unusable(backend.KindScatter); w != nil {
+	if w := c.unusable(core.KindScatter); w != nil {
 		return w
 	}
-	req := c.request(backend.KindScatter, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
+	req := c.request(core.KindScatter, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
 	err := c.checkRoot(req.Kind, root)
@@ -333,10 +334,10 @@ func StartScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, coun
 }
 
 func startScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, root int) *Work {
-	if w := c.unusable(backend.KindScatterV); w != nil {
+	if w := c.unusable(core.KindScatterV); w != nil {
 		return w
 	}
-	req := c.request(backend.KindScatterV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
+	req := c.request(core.KindScatterV, dtypeOf[T](), Sum, root, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
 	req.SigCount = total
@@ -368,10 +369,10 @@ func StartReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T,
 }
 
 func startReduceScatter[T Numeric](ctx context.Context, c *Comm, send, recv []T, op ReduceOp) *Work {
-	if w := c.unusable(backend.KindReduceScatter); w != nil {
+	if w := c.unusable(core.KindReduceScatter); w != nil {
 		return w
 	}
-	req := c.request(backend.KindReduceScatter, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindReduceScatter, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(recv)
 	req.Counts = c.evenCounts(len(recv))
 	var err error
@@ -398,10 +399,10 @@ func StartReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T
 }
 
 func startReduceScatterV[T Numeric](ctx context.Context, c *Comm, send, recv []T, counts []int, op ReduceOp) *Work {
-	if w := c.unusable(backend.KindReduceScatterV); w != nil {
+	if w := c.unusable(core.KindReduceScatterV); w != nil {
 		return w
 	}
-	req := c.request(backend.KindReduceScatterV, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindReduceScatterV, dtypeOf[T](), op, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), counts...)
 	total, err := c.checkCounts(req.Kind, "counts", counts)
 	req.SigCount = total
@@ -433,10 +434,10 @@ func StartAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Wor
 }
 
 func startAllToAll[T Numeric](ctx context.Context, c *Comm, send, recv []T) *Work {
-	if w := c.unusable(backend.KindAllToAll); w != nil {
+	if w := c.unusable(core.KindAllToAll); w != nil {
 		return w
 	}
-	req := c.request(backend.KindAllToAll, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindAllToAll, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.SigCount = len(send)
 	var err error
 	switch {
@@ -470,10 +471,10 @@ func StartAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sen
 }
 
 func startAllToAllV[T Numeric](ctx context.Context, c *Comm, send, recv []T, sendCounts, recvCounts []int) *Work {
-	if w := c.unusable(backend.KindAllToAllV); w != nil {
+	if w := c.unusable(core.KindAllToAllV); w != nil {
 		return w
 	}
-	req := c.request(backend.KindAllToAllV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
+	req := c.request(core.KindAllToAllV, dtypeOf[T](), Sum, 0, asBytes(send), asBytes(recv))
 	req.Counts = append([]int(nil), sendCounts...)
 	req.RecvCounts = append([]int(nil), recvCounts...)
 	stotal, err := c.checkCounts(req.Kind, "sendCounts", sendCounts)
@@ -504,7 +505,7 @@ func StartBarrier(ctx context.Context, c *Comm) *Work {
 }
 
 func startBarrier(ctx context.Context, c *Comm) *Work {
-	req := c.request(backend.KindBarrier, backend.Byte, Sum, 0, nil, nil)
+	req := c.request(core.KindBarrier, core.Byte, Sum, 0, nil, nil)
 	return c.startCollective(ctx, req, nil)
 }
 
@@ -523,7 +524,7 @@ func StartMonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, 
 }
 
 func startMonitoredBarrier(ctx context.Context, c *Comm, timeout time.Duration, waitAll bool) *Work {
-	req := c.request(backend.KindMonitoredBarrier, backend.Byte, Sum, 0, nil, nil)
+	req := c.request(core.KindMonitoredBarrier, core.Byte, Sum, 0, nil, nil)
 	req.Timeout, req.WaitAll = timeout, waitAll
 	var err error
 	if timeout <= 0 {
@@ -577,14 +578,14 @@ func StartAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, rec
 }
 
 func startAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, recvs [][]T) *Work {
-	if w := c.unusable(backend.KindAllGather); w != nil {
+	if w := c.unusable(core.KindAllGather); w != nil {
 		return w
 	}
 	per, err := checkGatherCoalesced(c.size, sends, recvs)
 	if err != nil {
 		// Still a collective: its sequence number is used and the world
 		// aborted with the reason, so no other rank waits for this one.
-		return c.startCollective(ctx, c.request(backend.KindAllGather, dtypeOf[T](), Sum, 0, nil, nil), err)
+		return c.startCollective(ctx, c.request(core.KindAllGather, dtypeOf[T](), Sum, 0, nil, nil), err)
 	}
 	flat := make([]T, 0, per)
 	for _, s := range sends {
@@ -608,12 +609,12 @@ func startAllGatherCoalesced[T Numeric](ctx context.Context, c *Comm, sends, rec
 // number of elements each rank contributes.
 func checkGatherCoalesced[T Numeric](size int, sends, recvs [][]T) (int, error) {
 	if len(sends) != len(recvs) {
-		return 0, invalid(backend.KindAllGather, "AllGatherCoalesced: %d send buffers but %d receive buffers", len(sends), len(recvs))
+		return 0, invalid(core.KindAllGather, "AllGatherCoalesced: %d send buffers but %d receive buffers", len(sends), len(recvs))
 	}
 	per := 0
 	for i, s := range sends {
 		if len(recvs[i]) != size*len(s) {
-			return 0, invalid(backend.KindAllGather, "AllGatherCoalesced: len(recvs[%d]) = %d, want Size()*len(sends[%d]) = %d*%d", i, len(recvs[i]), i, size, len(s))
+			return 0, invalid(core.KindAllGather, "AllGatherCoalesced: len(recvs[%d]) = %d, want Size()*len(sends[%d]) = %d*%d", i, len(recvs[i]), i, size, len(s))
 		}
 		per += len(s)
 	}
@@ -621,7 +622,7 @@ func checkGatherCoalesced[T Numeric](size int, sends, recvs [][]T) (int, error) 
 }
 
 // request builds the common part of a backend request.
-func (c *Comm) request(kind backend.Kind, dt backend.DType, op ReduceOp, root int, send, recv []byte) *backend.Request {
+func (c *Comm) request(kind core.Kind, dt core.DType, op ReduceOp, root int, send, recv []byte) *backend.Request {
 	req := requests.Get().(*backend.Request)
 	*req = backend.Request{Kind: kind, DType: dt, Op: op, Root: root, Peer: -1, Send: send, Recv: recv, Source: -1}
 	return req
@@ -635,14 +636,14 @@ func (c *Comm) evenCounts(n int) []int {
 	return counts
 }
 
-func (c *Comm) checkRoot(kind backend.Kind, root int) error {
+func (c *Comm) checkRoot(kind core.Kind, root int) error {
 	if root < 0 || root >= c.size {
 		return invalid(kind, "root %d out of range [0,%d)", root, c.size)
 	}
 	return nil
 }
 
-func (c *Comm) checkCounts(kind backend.Kind, name string, counts []int) (int, error) {
+func (c *Comm) checkCounts(kind core.Kind, name string, counts []int) (int, error) {
 	if len(counts) != c.size {
 		return 0, invalid(kind, "len(%s) = %d, want one count per rank (%d)", name, len(counts), c.size)
 	}
@@ -659,7 +660,7 @@ func (c *Comm) checkCounts(kind backend.Kind, name string, counts []int) (int, e
 	return total, nil
 }
 
-func checkOp(kind backend.Kind, op ReduceOp, dt DType) error {
+func checkOp(kind core.Kind, op ReduceOp, dt DType) error {
 	if !op.ValidFor(dt) {
 		if op > Avg {
 			return invalid(kind, "unknown reduce op %v", op)
@@ -671,7 +672,7 @@ func checkOp(kind backend.Kind, op ReduceOp, dt DType) error {
 
 // checkOverlap refuses send and recv that share memory, except that
 // identical slices are allowed when sameOK (in-place operations).
-func checkOverlap[T Numeric](kind backend.Kind, send, recv []T, sameOK bool) error {
+func checkOverlap[T Numeric](kind core.Kind, send, recv []T, sameOK bool) error {
 	shared, same := overlap(send, recv)
 	switch {
 	case !shared, same && sameOK:
@@ -684,7 +685,7 @@ func checkOverlap[T Numeric](kind backend.Kind, send, recv []T, sameOK bool) err
 
 // checkOwnBlock accepts a block that is either separate from the full buffer
 // or exactly this rank's block of it at element offset off (in place).
-func checkOwnBlock[T Numeric](kind backend.Kind, block, full []T, off int) error {
+func checkOwnBlock[T Numeric](kind core.Kind, block, full []T, off int) error {
 	shared, _ := overlap(block, full)
 	if !shared {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/clock"
 	"github.com/gocomm/comm/internal/release"
 )
@@ -49,9 +50,9 @@ func (s flightState) String() string {
 type flightEntry struct {
 	ord        uint64 // 1 + the number of operations entered before it
 	seq        uint64
-	kind       backend.Kind
-	dtype      backend.DType
-	op         backend.Op
+	kind       core.Kind
+	dtype      core.DType
+	op         core.Op
 	root, peer int32
 	send, recv int64 // buffer sizes in bytes
 	// enter and exit are offsets from clock.Base: internal/clock reads
@@ -129,10 +130,10 @@ func newFlightRecorder(id uint64, rank int, global []int) *flightRecorder {
 func (r *flightRecorder) enter(req *backend.Request) flightTicket {
 	root, peer := int32(-1), int32(-1)
 	switch req.Kind {
-	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
-		backend.KindScatter, backend.KindScatterV:
+	case core.KindReduce, core.KindBroadcast, core.KindGather, core.KindGatherV,
+		core.KindScatter, core.KindScatterV:
 		root = int32(req.Root)
-	case backend.KindSend, backend.KindRecv:
+	case core.KindSend, core.KindRecv:
 		peer = int32(req.Peer)
 	}
 	return r.enterOp(&flightEntry{seq: req.Seq, kind: req.Kind, dtype: req.DType, op: req.Op,
@@ -169,14 +170,14 @@ type inlineRecord struct {
 }
 
 // InlineEntered implements backend.InlineRecorder.
-func (ir *inlineRecord) InlineEntered(seq uint64, dt backend.DType, op backend.Op, n int) {
-	ir.ticket = ir.rec.enterOp(&flightEntry{seq: seq, kind: backend.KindAllReduce, dtype: dt, op: op,
+func (ir *inlineRecord) InlineEntered(seq uint64, dt core.DType, op core.Op, n int) {
+	ir.ticket = ir.rec.enterOp(&flightEntry{seq: seq, kind: core.KindAllReduce, dtype: dt, op: op,
 		root: -1, peer: -1, send: int64(n), recv: int64(n)})
 	ir.entered = true
 }
 
 // InlineExited implements backend.InlineRecorder.
-func (ir *inlineRecord) InlineExited(seq uint64, dt backend.DType, op backend.Op, n int, err error) {
+func (ir *inlineRecord) InlineExited(seq uint64, dt core.DType, op core.Op, n int, err error) {
 	if !ir.entered {
 		// It failed before it posted (the board closed, say).
 		ir.InlineEntered(seq, dt, op, n)
@@ -271,9 +272,9 @@ func (e *flightEntry) export(base time.Time) FlightOp {
 	return op
 }
 
-func isReduction(k backend.Kind) bool {
+func isReduction(k core.Kind) bool {
 	switch k {
-	case backend.KindAllReduce, backend.KindReduce, backend.KindReduceScatter, backend.KindReduceScatterV:
+	case core.KindAllReduce, core.KindReduce, core.KindReduceScatter, core.KindReduceScatterV:
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // internal/clock may step back by the error a correction of its rate
@@ -13,7 +14,7 @@ import (
 // ahead of the clock to stand for that step.
 func TestFlightRecorderExitNotBeforeEnter(t *testing.T) {
 	r := newFlightRecorder(1, 0, []int{0})
-	t0 := r.enter(&backend.Request{Kind: backend.KindBarrier, Seq: 1})
+	t0 := r.enter(&backend.Request{Kind: core.KindBarrier, Seq: 1})
 	t0.enter += time.Hour
 	r.exit(t0, nil)
 	fc := r.snapshot(0)
@@ -29,11 +30,11 @@ func TestFlightRecorderExitNotBeforeEnter(t *testing.T) {
 // not mark the operation that now holds its slot as ended, nor count it.
 func TestFlightRecorderLateExit(t *testing.T) {
 	r := newFlightRecorder(1, 0, []int{0})
-	late := r.enter(&backend.Request{Kind: backend.KindBarrier, Seq: 1})
+	late := r.enter(&backend.Request{Kind: core.KindBarrier, Seq: 1})
 	for i := range flightRingSize - 1 {
-		r.exit(r.enter(&backend.Request{Kind: backend.KindBarrier, Seq: uint64(i + 2)}), nil)
+		r.exit(r.enter(&backend.Request{Kind: core.KindBarrier, Seq: uint64(i + 2)}), nil)
 	}
-	now := r.enter(&backend.Request{Kind: backend.KindBarrier, Seq: flightRingSize + 1}) // late's slot
+	now := r.enter(&backend.Request{Kind: core.KindBarrier, Seq: flightRingSize + 1}) // late's slot
 	r.exit(late, nil)
 	fc := r.snapshot(0)
 	if len(fc.Pending) != 1 || fc.Pending[0].Seq != flightRingSize+1 {

@@ -71,7 +71,7 @@ func TestAnalyzeDesync(t *testing.T) {
 }
 
 func TestDeadRanksAndTimeoutCause(t *testing.T) {
-	lost := &core.OpError{Op: backend.KindAllReduce, Rank: 0, Peer: 2, Err: &core.AbortError{Cause: &core.PeerError{Peer: 2, Err: core.ErrPeerLost}}}
+	lost := &core.OpError{Op: core.KindAllReduce, Rank: 0, Peer: 2, Err: &core.AbortError{Cause: &core.PeerError{Peer: 2, Err: core.ErrPeerLost}}}
 	if got := deadRanks(fmt.Errorf("wrapped: %w", errors.Join(lost, &core.PeerError{Peer: 3, Err: core.ErrPeerLost}))); !slices.Equal(got, []int{2, 3}) {
 		t.Errorf("deadRanks = %v, want [2 3]", got)
 	}
@@ -106,10 +106,10 @@ func TestDeadRanksAndTimeoutCause(t *testing.T) {
 // and keeps pending operations older than its window.
 func TestFlightRecorderRing(t *testing.T) {
 	r := newFlightRecorder(7, 1, []int{3, 5})
-	stuck := r.enter(&backend.Request{Kind: backend.KindBarrier, Seq: 1})
+	stuck := r.enter(&backend.Request{Kind: core.KindBarrier, Seq: 1})
 	_ = stuck
 	for i := range flightRingSize - 1 {
-		req := &backend.Request{Kind: backend.KindAllReduce, Seq: uint64(i + 2), DType: backend.Float32, Op: backend.Sum, Send: make([]byte, 8), Recv: make([]byte, 8)}
+		req := &backend.Request{Kind: core.KindAllReduce, Seq: uint64(i + 2), DType: core.Float32, Op: core.Sum, Send: make([]byte, 8), Recv: make([]byte, 8)}
 		r.exit(r.enter(req), nil)
 	}
 	fc := r.snapshot(4)
@@ -126,7 +126,7 @@ func TestFlightRecorderRing(t *testing.T) {
 		t.Errorf("bytes %d/%d, want %d", fc.BytesSent, fc.BytesReceived, want)
 	}
 	// One more overwrites the barrier's slot: its exit is forgotten.
-	r.exit(r.enter(&backend.Request{Kind: backend.KindBroadcast, Seq: flightRingSize + 1, Root: 1}), errors.New("boom"))
+	r.exit(r.enter(&backend.Request{Kind: core.KindBroadcast, Seq: flightRingSize + 1, Root: 1}), errors.New("boom"))
 	r.exit(stuck, nil)
 	fc = r.snapshot(0)
 	if len(fc.Pending) != 0 || len(fc.Recent) != flightRingSize {
@@ -184,7 +184,7 @@ func TestAgreeSurvivors(t *testing.T) {
 // call path of an operation in a world of one, built before and after).
 func BenchmarkFlightRecorder(b *testing.B) {
 	r := newFlightRecorder(1, 0, []int{0})
-	req := &backend.Request{Kind: backend.KindAllReduce, Seq: 1, DType: backend.Float32, Send: make([]byte, 8), Recv: make([]byte, 8)}
+	req := &backend.Request{Kind: core.KindAllReduce, Seq: 1, DType: core.Float32, Send: make([]byte, 8), Recv: make([]byte, 8)}
 	b.ReportAllocs()
 	for b.Loop() {
 		r.exit(r.enter(req), nil)

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // NewGroup creates the communicator of the given ranks of c, in that order
@@ -22,19 +23,19 @@ func (c *Comm) NewGroup(ctx context.Context, ranks []int) (*Comm, error) {
 	for _, r := range ranks {
 		switch {
 		case r < 0 || r >= c.size:
-			verr = invalid(backend.KindNewGroup, "rank %d out of range [0,%d)", r, c.size)
+			verr = invalid(core.KindNewGroup, "rank %d out of range [0,%d)", r, c.size)
 		case seen[r]:
-			verr = invalid(backend.KindNewGroup, "rank %d listed twice", r)
+			verr = invalid(core.KindNewGroup, "rank %d listed twice", r)
 		}
 		seen[r] = true
 	}
 	if len(ranks) == 0 && verr == nil {
-		verr = invalid(backend.KindNewGroup, "no ranks given")
+		verr = invalid(core.KindNewGroup, "no ranks given")
 	}
 	if verr != nil {
 		// Consume the collective's sequence number and abort, as every
 		// invalid collective does.
-		return nil, c.startCollective(ctx, c.request(backend.KindNewGroup, backend.Byte, Sum, 0, nil, nil), verr).Wait()
+		return nil, c.startCollective(ctx, c.request(core.KindNewGroup, core.Byte, Sum, 0, nil, nil), verr).Wait()
 	}
 	// Every rank contributes a fingerprint of its list, so that ranks that
 	// disagree find out now instead of hanging in the group's first

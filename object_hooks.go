@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/commhook"
 )
 
@@ -14,7 +15,7 @@ func init() {
 	commhook.Set(&commhook.Hooks[*Comm]{
 		Usable: (*Comm).usable,
 		FailBroadcast: func(c *Comm, err error) error {
-			return c.failCollective(backend.KindBroadcast, err)
+			return c.failCollective(core.KindBroadcast, err)
 		},
 		NextSeq: (*Comm).peekSeq,
 		Private: func(ctx context.Context, c *Comm, seq uint64, disc int64) (*Comm, error) {

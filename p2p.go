@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Send sends buf to rank dst of c with a tag. It returns once buf may be
@@ -23,10 +23,10 @@ func StartSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *
 }
 
 func startSend[T Numeric](ctx context.Context, c *Comm, buf []T, dst, tag int) *Work {
-	if w := c.unusable(backend.KindSend); w != nil {
+	if w := c.unusable(core.KindSend); w != nil {
 		return w
 	}
-	req := c.request(backend.KindSend, dtypeOf[T](), Sum, 0, asBytes(buf), nil)
+	req := c.request(core.KindSend, dtypeOf[T](), Sum, 0, asBytes(buf), nil)
 	req.Peer, req.Tag, req.SigCount = dst, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, dst, false, tag))
 }
@@ -80,10 +80,10 @@ func StartRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag in
 }
 
 func startRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
-	if w := c.unusable(backend.KindRecv); w != nil {
+	if w := c.unusable(core.KindRecv); w != nil {
 		return w
 	}
-	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
+	req := c.request(core.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
 	req.Peer, req.Tag, req.SigCount, req.UpTo = src, tag, len(buf), true
 	err := c.checkPeer(req.Kind, src, true, tag)
 	if err == nil && c.be != nil && !c.Supports(CapRecvUpTo) {
@@ -93,15 +93,15 @@ func startRecvUpTo[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag in
 }
 
 func startRecv[T Numeric](ctx context.Context, c *Comm, buf []T, src, tag int) *Work {
-	if w := c.unusable(backend.KindRecv); w != nil {
+	if w := c.unusable(core.KindRecv); w != nil {
 		return w
 	}
-	req := c.request(backend.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
+	req := c.request(core.KindRecv, dtypeOf[T](), Sum, 0, nil, asBytes(buf))
 	req.Peer, req.Tag, req.SigCount = src, tag, len(buf)
 	return c.startP2P(ctx, req, c.checkPeer(req.Kind, src, true, tag))
 }
 
-func (c *Comm) checkPeer(kind backend.Kind, peer int, anyOK bool, tag int) error {
+func (c *Comm) checkPeer(kind core.Kind, peer int, anyOK bool, tag int) error {
 	switch {
 	case tag < 0:
 		return invalid(kind, "tag %d is negative", tag)
@@ -136,7 +136,7 @@ func StartBatchSendRecv[T Numeric](ctx context.Context, c *Comm, ops []P2POp[T])
 			works[i] = StartSend(ctx, c, op.Buf, op.Peer, op.Tag)
 		} else {
 			if op.Peer == AnySource {
-				works[i] = failed(invalid(backend.KindRecv, "batched receives need a source rank, not AnySource"))
+				works[i] = failed(invalid(core.KindRecv, "batched receives need a source rank, not AnySource"))
 				continue
 			}
 			works[i] = StartRecv(ctx, c, op.Buf, op.Peer, op.Tag)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/profile"
 )
 
@@ -100,18 +101,18 @@ func WithProfiling(ctx context.Context, on bool) context.Context {
 
 // opNames maps kinds to record op names.
 var opNames = [...]string{
-	backend.KindAllReduce: profile.OpAllReduce, backend.KindReduce: profile.OpReduce,
-	backend.KindBroadcast: profile.OpBroadcast, backend.KindAllGather: profile.OpAllGather,
-	backend.KindAllGatherV: profile.OpAllGatherV, backend.KindGather: profile.OpGather,
-	backend.KindGatherV: profile.OpGatherV, backend.KindScatter: profile.OpScatter,
-	backend.KindScatterV: profile.OpScatterV, backend.KindReduceScatter: profile.OpReduceScatter,
-	backend.KindReduceScatterV: profile.OpReduceScatterV, backend.KindAllToAll: profile.OpAllToAll,
-	backend.KindAllToAllV: profile.OpAllToAllV, backend.KindBarrier: profile.OpBarrier,
-	backend.KindMonitoredBarrier: profile.OpMonitoredBarrier, backend.KindSend: profile.OpSend,
-	backend.KindRecv: profile.OpRecv,
+	core.KindAllReduce: profile.OpAllReduce, core.KindReduce: profile.OpReduce,
+	core.KindBroadcast: profile.OpBroadcast, core.KindAllGather: profile.OpAllGather,
+	core.KindAllGatherV: profile.OpAllGatherV, core.KindGather: profile.OpGather,
+	core.KindGatherV: profile.OpGatherV, core.KindScatter: profile.OpScatter,
+	core.KindScatterV: profile.OpScatterV, core.KindReduceScatter: profile.OpReduceScatter,
+	core.KindReduceScatterV: profile.OpReduceScatterV, core.KindAllToAll: profile.OpAllToAll,
+	core.KindAllToAllV: profile.OpAllToAllV, core.KindBarrier: profile.OpBarrier,
+	core.KindMonitoredBarrier: profile.OpMonitoredBarrier, core.KindSend: profile.OpSend,
+	core.KindRecv: profile.OpRecv,
 }
 
-func opName(k backend.Kind) string {
+func opName(k core.Kind) string {
 	if int(k) < len(opNames) && opNames[k] != "" {
 		return opNames[k]
 	}
@@ -158,12 +159,12 @@ func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start 
 		Start: start, Latency: lat,
 	}
 	switch req.Kind {
-	case backend.KindReduce, backend.KindBroadcast, backend.KindGather, backend.KindGatherV,
-		backend.KindScatter, backend.KindScatterV:
+	case core.KindReduce, core.KindBroadcast, core.KindGather, core.KindGatherV,
+		core.KindScatter, core.KindScatterV:
 		r.Root = req.Root
-	case backend.KindSend:
+	case core.KindSend:
 		r.Peer = req.Peer
-	case backend.KindRecv:
+	case core.KindRecv:
 		r.Peer = req.Peer
 		if req.Source >= 0 {
 			r.Peer = req.Source
@@ -269,7 +270,7 @@ func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) 
 	if ctx == nil {
 		if straggler && l != nil && c.be != nil {
 			// A collective: the other ranks must not wait for this one.
-			return c.failCollective(backend.KindGather, errNilContext("LogSummary"))
+			return c.failCollective(core.KindGather, errNilContext("LogSummary"))
 		}
 		return errNilContext("LogSummary")
 	}
@@ -326,7 +327,7 @@ func (p *Profiler) StragglerReport(ctx context.Context) (*profile.StragglerRepor
 	l := c.profiler()
 	if ctx == nil {
 		if l != nil && c.be != nil {
-			return nil, c.failCollective(backend.KindGather, errNilContext("StragglerReport"))
+			return nil, c.failCollective(core.KindGather, errNilContext("StragglerReport"))
 		}
 		return nil, errNilContext("StragglerReport")
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // AllocShared returns n zeroed elements of memory that every rank of c
@@ -46,11 +47,11 @@ func AllocShared[T Numeric](ctx context.Context, c *Comm, n int) ([]T, error) {
 	size := int(unsafe.Sizeof(z))
 	switch {
 	case ctx == nil:
-		return nil, c.failCollective(backend.KindAllReduce, errNilContext("AllocShared"))
+		return nil, c.failCollective(core.KindAllReduce, errNilContext("AllocShared"))
 	case n < 0:
-		return nil, c.failCollective(backend.KindAllReduce, fmt.Errorf("%w: AllocShared of %d elements: pass n >= 0", ErrInvalid, n))
+		return nil, c.failCollective(core.KindAllReduce, fmt.Errorf("%w: AllocShared of %d elements: pass n >= 0", ErrInvalid, n))
 	case n > math.MaxInt/size:
-		return nil, c.failCollective(backend.KindAllReduce, fmt.Errorf("%w: AllocShared of %d elements of %d bytes is too large", ErrInvalid, n, size))
+		return nil, c.failCollective(core.KindAllReduce, fmt.Errorf("%w: AllocShared of %d elements of %d bytes is too large", ErrInvalid, n, size))
 	}
 	// Every rank must ask for as much: an all-reduce of [n, -n] with Max
 	// gives [n, -n] back only if no rank asked for more or for less.

@@ -202,7 +202,7 @@ func (c *Comm) reduceOp(req *backend.Request, op ReduceOp) error {
 // scaler returns the function that multiplies raw elements of T by s.
 func scaler[T Numeric](s T) func(dst, src []byte) {
 	switch dtypeOf[T]() {
-	case backend.Float16:
+	case core.Float16:
 		f := (*Float16)(unsafe.Pointer(&s)).Float32()
 		return func(dst, src []byte) {
 			d, x := viewAs[Float16](dst), viewAs[Float16](src)
@@ -210,7 +210,7 @@ func scaler[T Numeric](s T) func(dst, src []byte) {
 				d[i] = NewFloat16(x[i].Float32() * f)
 			}
 		}
-	case backend.BFloat16:
+	case core.BFloat16:
 		f := (*BFloat16)(unsafe.Pointer(&s)).Float32()
 		return func(dst, src []byte) {
 			d, x := viewAs[BFloat16](dst), viewAs[BFloat16](src)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // AnySource as the source of Recv receives from whichever rank sends first.
@@ -216,7 +217,7 @@ func failed(err error) *Work {
 }
 
 // invalid wraps a validation failure.
-func invalid(kind backend.Kind, format string, args ...any) error {
+func invalid(kind core.Kind, format string, args ...any) error {
 	return fmt.Errorf("%w: %v: %s", ErrInvalid, kind, fmt.Sprintf(format, args...))
 }
 
@@ -287,7 +288,7 @@ func (c *Comm) made(op string) error {
 }
 
 // unusable is usable as the failed Work of a Start function, or nil.
-func (c *Comm) unusable(kind backend.Kind) *Work {
+func (c *Comm) unusable(kind core.Kind) *Work {
 	if err := c.usable(kind.String()); err != nil {
 		return failed(err)
 	}
@@ -299,8 +300,8 @@ func (c *Comm) unusable(kind backend.Kind) *Work {
 // argument fails: the error consumes a sequence number and aborts the
 // world, so that the other ranks fail at once with this rank's reason
 // instead of waiting for it. c must be usable.
-func (c *Comm) failCollective(kind backend.Kind, err error) error {
-	return c.startCollective(context.Background(), c.request(kind, backend.Byte, Sum, 0, nil, nil), err).sync()
+func (c *Comm) failCollective(kind core.Kind, err error) error {
+	return c.startCollective(context.Background(), c.request(kind, core.Byte, Sum, 0, nil, nil), err).sync()
 }
 
 // errNilContext is the error of a call of op given a nil context.
@@ -332,7 +333,7 @@ func (c *Comm) run(ctx context.Context, req *backend.Request) error {
 // perform runs req for w; the caller closes w.done.
 func (c *Comm) perform(ctx context.Context, req *backend.Request, w *Work) {
 	w.err = c.run(ctx, req)
-	if req.Kind == backend.KindRecv && w.err == nil {
+	if req.Kind == core.KindRecv && w.err == nil {
 		w.source = req.Source
 		w.count = req.Received / max(req.DType.Size(), 1)
 	}

@@ -59,10 +59,10 @@ type TransportConfig struct {
 // the op is valid for the type. Buffers are raw little-endian element bytes;
 // the backend owns them until Run returns.
 type Request struct {
-	Kind  Kind
+	Kind  core.Kind
 	Seq   uint64 // per-communicator sequence number (collectives); 0 for Send/Recv
-	DType DType
-	Op    Op
+	DType core.DType
+	Op    core.Op
 	Root  int // communicator rank of the root (rooted collectives)
 	Peer  int // Send/Recv peer, or -1 for a Recv from any source
 	Tag   int // Send/Recv tag
@@ -230,7 +230,7 @@ type Inliner interface {
 	// Run. ctx ends the operation, and so does timeout from its start
 	// unless ctx has a deadline. rec, unless nil, is told of the
 	// operation when it reports true.
-	InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt DType, op Op, send, recv []byte, count int, rec InlineRecorder) (bool, error)
+	InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt core.DType, op core.Op, send, recv []byte, count int, rec InlineRecorder) (bool, error)
 }
 
 // InlineRecorder is told of the inline all-reduces (the caller's flight
@@ -243,8 +243,8 @@ type Inliner interface {
 // and the request built for it) would add to a small all-reduce's latency
 // what recording it while it waits hides.
 type InlineRecorder interface {
-	InlineEntered(seq uint64, dt DType, op Op, n int)
-	InlineExited(seq uint64, dt DType, op Op, n int, err error)
+	InlineEntered(seq uint64, dt core.DType, op core.Op, n int)
+	InlineExited(seq uint64, dt core.DType, op core.Op, n int, err error)
 }
 
 // Settler is implemented by world communicators whose ranks should stay

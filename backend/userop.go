@@ -1,6 +1,10 @@
 package backend
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/gocomm/comm/core"
+)
 
 // UserOp is a reduction the caller defined (comm.NewOp), handed to the
 // backend in Request.User when Request.Op is its handle (Op.IsUser()).
@@ -9,7 +13,7 @@ type UserOp struct {
 	// Name is the caller's name for the op, for errors.
 	Name string
 	// DType is the element type the function reduces.
-	DType DType
+	DType core.DType
 	// Commutative says a ⊕ b == b ⊕ a; when false, a backend must combine
 	// in rank order (the result is r0 ⊕ r1 ⊕ ... ⊕ rN-1).
 	Commutative bool

@@ -18,6 +18,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/mpi"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -175,7 +176,7 @@ func childLatency(ctx context.Context, c *comm.Comm) error {
 	var seq uint64
 	return measure("go-backend-run-8B", func() error {
 		seq++
-		req := backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: backend.Float32, Op: backend.Sum,
+		req := backend.Request{Kind: core.KindAllReduce, Seq: seq, DType: core.Float32, Op: core.Sum,
 			Peer: -1, Send: raw, Recv: raw, SigCount: 2}
 		return be.Run(ctx, &req)
 	})

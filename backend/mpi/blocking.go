@@ -50,8 +50,8 @@ func defaultBlocking() blockingPolicy {
 	for k := range p {
 		p[k] = 4 << 20
 	}
-	p[backend.KindAllReduce] = 16 << 20
-	p[backend.KindBroadcast] = 1 << 20
+	p[core.KindAllReduce] = 16 << 20
+	p[core.KindBroadcast] = 1 << 20
 	return p.fixed()
 }
 
@@ -59,7 +59,7 @@ func defaultBlocking() blockingPolicy {
 // by gc_coll may block, and all-to-all-v never does.
 func (p blockingPolicy) fixed() blockingPolicy {
 	for k := range p {
-		if !isCollective(backend.Kind(k)) || backend.Kind(k) == backend.KindAllToAllV {
+		if !isCollective(core.Kind(k)) || core.Kind(k) == core.KindAllToAllV {
 			p[k] = noBlocking
 		}
 	}
@@ -90,7 +90,7 @@ func parseBlocking(v string) (blockingPolicy, error) {
 	}
 	var rest int64
 	restSet := false
-	named := map[backend.Kind]int64{}
+	named := map[core.Kind]int64{}
 	for _, e := range strings.Split(v, ",") {
 		name, size, ok := strings.Cut(strings.TrimSpace(e), "=")
 		if !ok {
@@ -112,7 +112,7 @@ func parseBlocking(v string) (blockingPolicy, error) {
 		named[k] = n
 	}
 	for k := range p {
-		if n, ok := named[backend.Kind(k)]; ok {
+		if n, ok := named[core.Kind(k)]; ok {
 			p[k] = n
 		} else if restSet {
 			p[k] = rest
@@ -123,8 +123,8 @@ func parseBlocking(v string) (blockingPolicy, error) {
 
 // kindNamed finds the collective called name (any case, as
 // backend.Kind.String spells it: AllReduce, reducescatterv, ...).
-func kindNamed(name string) (backend.Kind, bool) {
-	for k := backend.KindAllReduce; k <= backend.KindBarrier; k++ {
+func kindNamed(name string) (core.Kind, bool) {
+	for k := core.KindAllReduce; k <= core.KindBarrier; k++ {
 		if isCollective(k) && strings.EqualFold(k.String(), name) {
 			return k, true
 		}
@@ -174,15 +174,15 @@ func blockingBytes(req *backend.Request) (int64, bool) {
 		return n * es
 	}
 	switch req.Kind {
-	case backend.KindAllReduce, backend.KindBroadcast:
+	case core.KindAllReduce, core.KindBroadcast:
 		return int64(len(req.Recv)), true
-	case backend.KindReduce:
+	case core.KindReduce:
 		return int64(len(req.Send)), true
-	case backend.KindAllGather, backend.KindAllGatherV, backend.KindGather, backend.KindGatherV,
-		backend.KindScatter, backend.KindScatterV, backend.KindReduceScatter, backend.KindReduceScatterV,
-		backend.KindAllToAll:
+	case core.KindAllGather, core.KindAllGatherV, core.KindGather, core.KindGatherV,
+		core.KindScatter, core.KindScatterV, core.KindReduceScatter, core.KindReduceScatterV,
+		core.KindAllToAll:
 		return total(), true
-	case backend.KindBarrier:
+	case core.KindBarrier:
 		return 0, true
 	}
 	return 0, false

@@ -7,33 +7,34 @@ import (
 	"testing"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func TestParseBlocking(t *testing.T) {
 	def := defaultBlocking()
-	if def[backend.KindAllReduce] != 16<<20 || def[backend.KindBroadcast] != 1<<20 || def[backend.KindBarrier] != 4<<20 {
+	if def[core.KindAllReduce] != 16<<20 || def[core.KindBroadcast] != 1<<20 || def[core.KindBarrier] != 4<<20 {
 		t.Fatalf("default table %v", def)
 	}
-	for _, k := range []backend.Kind{backend.KindAllToAllV, backend.KindMonitoredBarrier, backend.KindNone} {
+	for _, k := range []core.Kind{core.KindAllToAllV, core.KindMonitoredBarrier, core.KindNone} {
 		if def[k] != noBlocking {
 			t.Errorf("default: %v may block", k)
 		}
 	}
 	cases := []struct {
 		v    string
-		want map[backend.Kind]int64 // kinds checked; others as noted
+		want map[core.Kind]int64 // kinds checked; others as noted
 	}{
-		{"", map[backend.Kind]int64{backend.KindAllReduce: 16 << 20, backend.KindBroadcast: 1 << 20}},
-		{"none", map[backend.Kind]int64{backend.KindAllReduce: noBlocking, backend.KindBarrier: noBlocking}},
-		{"64K", map[backend.Kind]int64{backend.KindAllReduce: 64 << 10, backend.KindBroadcast: 64 << 10, backend.KindAllToAllV: noBlocking}},
-		{"1MiB", map[backend.Kind]int64{backend.KindGather: 1 << 20}},
-		{"1048576", map[backend.Kind]int64{backend.KindScatterV: 1 << 20}},
-		{"0", map[backend.Kind]int64{backend.KindAllReduce: 0}},
-		{"allreduce=8M, Broadcast=none", map[backend.Kind]int64{
-			backend.KindAllReduce: 8 << 20, backend.KindBroadcast: noBlocking, backend.KindGather: 4 << 20}},
-		{"reducescatterv=2k,*=8", map[backend.Kind]int64{
-			backend.KindReduceScatterV: 2 << 10, backend.KindAllReduce: 8, backend.KindAllToAllV: noBlocking}},
-		{"alltoallv=1M", map[backend.Kind]int64{backend.KindAllToAllV: noBlocking}},
+		{"", map[core.Kind]int64{core.KindAllReduce: 16 << 20, core.KindBroadcast: 1 << 20}},
+		{"none", map[core.Kind]int64{core.KindAllReduce: noBlocking, core.KindBarrier: noBlocking}},
+		{"64K", map[core.Kind]int64{core.KindAllReduce: 64 << 10, core.KindBroadcast: 64 << 10, core.KindAllToAllV: noBlocking}},
+		{"1MiB", map[core.Kind]int64{core.KindGather: 1 << 20}},
+		{"1048576", map[core.Kind]int64{core.KindScatterV: 1 << 20}},
+		{"0", map[core.Kind]int64{core.KindAllReduce: 0}},
+		{"allreduce=8M, Broadcast=none", map[core.Kind]int64{
+			core.KindAllReduce: 8 << 20, core.KindBroadcast: noBlocking, core.KindGather: 4 << 20}},
+		{"reducescatterv=2k,*=8", map[core.Kind]int64{
+			core.KindReduceScatterV: 2 << 10, core.KindAllReduce: 8, core.KindAllToAllV: noBlocking}},
+		{"alltoallv=1M", map[core.Kind]int64{core.KindAllToAllV: noBlocking}},
 	}
 	for _, tc := range cases {
 		p, err := parseBlocking(tc.v)
@@ -64,15 +65,15 @@ func TestBlockingBytesAgree(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Send: buf[:8], Recv: buf[:8]}, 8, true},
-		{backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Send: buf[:12]}, 12, true},
-		{backend.Request{Kind: backend.KindBroadcast, DType: backend.Int16, Recv: buf[:6]}, 6, true},
-		{backend.Request{Kind: backend.KindAllGatherV, DType: backend.Float64, Counts: []int{1, 0, 2}, Send: buf[:8], Recv: buf}, 24, true},
-		{backend.Request{Kind: backend.KindScatterV, DType: backend.Float32, Counts: []int{1, 2, 3}, Recv: buf[:4]}, 24, true},
-		{backend.Request{Kind: backend.KindReduceScatter, DType: backend.Uint8, Counts: []int{2, 2, 2}, Send: buf[:6], Recv: buf[:2]}, 6, true},
-		{backend.Request{Kind: backend.KindBarrier}, 0, true},
-		{backend.Request{Kind: backend.KindAllToAllV, DType: backend.Float32, Counts: []int{1, 2, 3}}, 0, false},
-		{backend.Request{Kind: backend.KindSend, DType: backend.Float32, Send: buf}, 0, false},
+		{backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Send: buf[:8], Recv: buf[:8]}, 8, true},
+		{backend.Request{Kind: core.KindReduce, DType: core.Float32, Send: buf[:12]}, 12, true},
+		{backend.Request{Kind: core.KindBroadcast, DType: core.Int16, Recv: buf[:6]}, 6, true},
+		{backend.Request{Kind: core.KindAllGatherV, DType: core.Float64, Counts: []int{1, 0, 2}, Send: buf[:8], Recv: buf}, 24, true},
+		{backend.Request{Kind: core.KindScatterV, DType: core.Float32, Counts: []int{1, 2, 3}, Recv: buf[:4]}, 24, true},
+		{backend.Request{Kind: core.KindReduceScatter, DType: core.Uint8, Counts: []int{2, 2, 2}, Send: buf[:6], Recv: buf[:2]}, 6, true},
+		{backend.Request{Kind: core.KindBarrier}, 0, true},
+		{backend.Request{Kind: core.KindAllToAllV, DType: core.Float32, Counts: []int{1, 2, 3}}, 0, false},
+		{backend.Request{Kind: core.KindSend, DType: core.Float32, Send: buf}, 0, false},
 	}
 	for _, tc := range cases {
 		n, ok := blockingBytes(&tc.req)

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // bootstrapLen is the size of the message rank 0 broadcasts: a status
@@ -85,7 +85,7 @@ func Bootstrap(ctx context.Context, host string) (BootstrapInfo, error) {
 		return info, err
 	}
 	b := r.out(msg)
-	proc.onThread(func() { rc = C.gc_ibcast(b, bootstrapLen, dtypeCode(backend.Byte), 0, comm, r.c) })
+	proc.onThread(func() { rc = C.gc_ibcast(b, bootstrapLen, dtypeCode(core.Byte), 0, comm, r.c) })
 	if err := mpiError("MPI_Ibcast", rc); err != nil {
 		r.release()
 		return info, err

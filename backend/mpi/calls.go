@@ -10,17 +10,18 @@ import (
 	"unsafe"
 
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // collIntsPerRank is the number of C ints a collective's count and
 // displacement arrays need per rank of the communicator (0: none).
-func collIntsPerRank(k backend.Kind) int {
+func collIntsPerRank(k core.Kind) int {
 	switch k {
-	case backend.KindAllGatherV, backend.KindGatherV, backend.KindScatterV:
+	case core.KindAllGatherV, core.KindGatherV, core.KindScatterV:
 		return 2
-	case backend.KindReduceScatterV:
+	case core.KindReduceScatterV:
 		return 1
-	case backend.KindAllToAllV:
+	case core.KindAllToAllV:
 		return 4
 	}
 	return 0
@@ -99,7 +100,7 @@ func (k *call) evenCount(n int) (C.int, error) {
 
 // avgOn makes the call divide buf by the size after an Avg.
 func (k *call) avgOn(buf []byte) {
-	if k.req.Op == backend.Avg {
+	if k.req.Op == core.Avg {
 		k.avg = buf
 	}
 }
@@ -145,33 +146,33 @@ func (k *call) set(kind C.int, blocking, nonblocking string) {
 // build fills k.a for k.req's kind.
 func (k *call) build() error {
 	switch k.req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		return k.allReduce()
-	case backend.KindReduce:
+	case core.KindReduce:
 		return k.reduce()
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		return k.broadcast()
-	case backend.KindAllGather:
+	case core.KindAllGather:
 		return k.allGather()
-	case backend.KindAllGatherV:
+	case core.KindAllGatherV:
 		return k.allGatherV()
-	case backend.KindGather:
+	case core.KindGather:
 		return k.gather()
-	case backend.KindGatherV:
+	case core.KindGatherV:
 		return k.gatherV()
-	case backend.KindScatter:
+	case core.KindScatter:
 		return k.scatter()
-	case backend.KindScatterV:
+	case core.KindScatterV:
 		return k.scatterV()
-	case backend.KindReduceScatter:
+	case core.KindReduceScatter:
 		return k.reduceScatter()
-	case backend.KindReduceScatterV:
+	case core.KindReduceScatterV:
 		return k.reduceScatterV()
-	case backend.KindAllToAll:
+	case core.KindAllToAll:
 		return k.allToAll()
-	case backend.KindAllToAllV:
+	case core.KindAllToAllV:
 		return k.allToAllV()
-	case backend.KindBarrier:
+	case core.KindBarrier:
 		k.set(C.gcCollBarrier, "MPI_Barrier", "MPI_Ibarrier")
 		return nil
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // mpiError converts a failed MPI return code into an *Error.
@@ -178,12 +178,12 @@ func cint(what string, n int) (C.int, error) {
 func enumsMatch() bool {
 	dts := []struct {
 		c C.int
-		b backend.DType
+		b core.DType
 	}{
-		{C.gcInt8, backend.Int8}, {C.gcInt16, backend.Int16}, {C.gcInt32, backend.Int32}, {C.gcInt64, backend.Int64},
-		{C.gcUint8, backend.Uint8}, {C.gcUint16, backend.Uint16}, {C.gcUint32, backend.Uint32}, {C.gcUint64, backend.Uint64},
-		{C.gcFloat16, backend.Float16}, {C.gcBFloat16, backend.BFloat16}, {C.gcFloat32, backend.Float32},
-		{C.gcFloat64, backend.Float64}, {C.gcByte, backend.Byte},
+		{C.gcInt8, core.Int8}, {C.gcInt16, core.Int16}, {C.gcInt32, core.Int32}, {C.gcInt64, core.Int64},
+		{C.gcUint8, core.Uint8}, {C.gcUint16, core.Uint16}, {C.gcUint32, core.Uint32}, {C.gcUint64, core.Uint64},
+		{C.gcFloat16, core.Float16}, {C.gcBFloat16, core.BFloat16}, {C.gcFloat32, core.Float32},
+		{C.gcFloat64, core.Float64}, {C.gcByte, core.Byte},
 	}
 	for _, d := range dts {
 		if d.c != dtypeCode(d.b) {
@@ -192,10 +192,10 @@ func enumsMatch() bool {
 	}
 	ops := []struct {
 		c C.int
-		b backend.Op
+		b core.Op
 	}{
-		{C.gcSum, backend.Sum}, {C.gcProd, backend.Prod}, {C.gcMin, backend.Min}, {C.gcMax, backend.Max},
-		{C.gcBAnd, backend.BAnd}, {C.gcBOr, backend.BOr}, {C.gcBXor, backend.BXor}, {C.gcAvg, backend.Avg},
+		{C.gcSum, core.Sum}, {C.gcProd, core.Prod}, {C.gcMin, core.Min}, {C.gcMax, core.Max},
+		{C.gcBAnd, core.BAnd}, {C.gcBOr, core.BOr}, {C.gcBXor, core.BXor}, {C.gcAvg, core.Avg},
 	}
 	for _, o := range ops {
 		if o.c != opCode(o.b) {
@@ -206,16 +206,16 @@ func enumsMatch() bool {
 }
 
 // dtypeCode is the C side's number for dt (the same as backend's).
-func dtypeCode(dt backend.DType) C.int { return C.int(dt) }
+func dtypeCode(dt core.DType) C.int { return C.int(dt) }
 
 // opCode is the C side's number for op (the same as backend's).
-func opCode(op backend.Op) C.int { return C.int(op) }
+func opCode(op core.Op) C.int { return C.int(op) }
 
 func yieldThread() { C.gc_yield() }
 
 // reduceLocal runs the user-defined MPI op of (dt, op) over dst and src
 // in this process, as MPI would: dst = op(dst, src). For tests.
-func reduceLocal(dt backend.DType, op backend.Op, dst, src []byte) error {
+func reduceLocal(dt core.DType, op core.Op, dst, src []byte) error {
 	n := len(dst) / max(dt.Size(), 1)
 	if len(src) != len(dst) || n == 0 {
 		return fmt.Errorf("reduceLocal: bad lengths %d, %d", len(dst), len(src))

@@ -235,7 +235,7 @@ func (w *world) notify(kind byte, reason string) {
 		buf := C.CBytes(msg) // freed never: tiny, and MPI may hold it until the end
 		var rc C.int
 		w.do(func() {
-			rc = C.gc_isend(buf, C.int(len(msg)), dtypeCode(backend.Byte), C.int(peer), 0, w.abortComm, r.c)
+			rc = C.gc_isend(buf, C.int(len(msg)), dtypeCode(core.Byte), C.int(peer), 0, w.abortComm, r.c)
 		})
 		if rc != C.MPI_SUCCESS {
 			w.log.Warn("mpi backend: could not send an abort notice", "peer", peer, "err", mpiError("MPI_Isend", rc))
@@ -253,7 +253,7 @@ func (w *world) postAbortRecv() error {
 	w.abortBuf = C.malloc(noticeLen)
 	var rc C.int
 	w.do(func() {
-		rc = C.gc_irecv(w.abortBuf, noticeLen, dtypeCode(backend.Byte), -1, 0, w.abortComm, r.c)
+		rc = C.gc_irecv(w.abortBuf, noticeLen, dtypeCode(core.Byte), -1, 0, w.abortComm, r.c)
 	})
 	if err := mpiError("MPI_Irecv", rc); err != nil {
 		r.release()
@@ -364,14 +364,14 @@ func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 		return c.opErr(req, -1, err)
 	}
 	switch req.Kind {
-	case backend.KindSend:
+	case core.KindSend:
 		return c.send(ctx, req)
-	case backend.KindRecv:
+	case core.KindRecv:
 		if req.UpTo {
 			return c.recvUpTo(ctx, req)
 		}
 		return c.recv(ctx, req)
-	case backend.KindMonitoredBarrier:
+	case core.KindMonitoredBarrier:
 		return c.monitoredBarrier(ctx, req)
 	}
 	return c.collective(ctx, req)

@@ -129,15 +129,15 @@ func (c *Comm) prepare(k *call, req *backend.Request, blocking bool) error {
 	if es == 0 {
 		return fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
 	}
-	reduces := req.Kind == backend.KindAllReduce || req.Kind == backend.KindReduce ||
-		req.Kind == backend.KindReduceScatter || req.Kind == backend.KindReduceScatterV
+	reduces := req.Kind == core.KindAllReduce || req.Kind == core.KindReduce ||
+		req.Kind == core.KindReduceScatter || req.Kind == core.KindReduceScatterV
 	if reduces && !req.Op.ValidFor(req.DType) {
 		return fmt.Errorf("comm: mpi backend: %v cannot reduce %v", req.Op, req.DType)
 	}
 	if needsCounts(req.Kind) && len(req.Counts) != c.size {
 		return fmt.Errorf("comm: mpi backend: %v needs %d counts, got %d", req.Kind, c.size, len(req.Counts))
 	}
-	if (req.Kind == backend.KindAllToAll || req.Kind == backend.KindAllToAllV) && len(req.RecvCounts) != c.size {
+	if (req.Kind == core.KindAllToAll || req.Kind == core.KindAllToAllV) && len(req.RecvCounts) != c.size {
 		return fmt.Errorf("comm: mpi backend: %v needs %d receive counts, got %d", req.Kind, c.size, len(req.RecvCounts))
 	}
 	if err := c.checkLengths(req, es); err != nil {
@@ -177,22 +177,22 @@ func (k *call) release() {
 var errNoOperation = errors.New("comm: the mpi backend has no operation")
 
 // isCollective reports whether the backend runs k with gc_coll.
-func isCollective(k backend.Kind) bool {
+func isCollective(k core.Kind) bool {
 	switch k {
-	case backend.KindAllReduce, backend.KindReduce, backend.KindBroadcast, backend.KindAllGather,
-		backend.KindAllGatherV, backend.KindGather, backend.KindGatherV, backend.KindScatter,
-		backend.KindScatterV, backend.KindReduceScatter, backend.KindReduceScatterV,
-		backend.KindAllToAll, backend.KindAllToAllV, backend.KindBarrier:
+	case core.KindAllReduce, core.KindReduce, core.KindBroadcast, core.KindAllGather,
+		core.KindAllGatherV, core.KindGather, core.KindGatherV, core.KindScatter,
+		core.KindScatterV, core.KindReduceScatter, core.KindReduceScatterV,
+		core.KindAllToAll, core.KindAllToAllV, core.KindBarrier:
 		return true
 	}
 	return false
 }
 
-func needsCounts(k backend.Kind) bool {
+func needsCounts(k core.Kind) bool {
 	switch k {
-	case backend.KindAllGather, backend.KindAllGatherV, backend.KindGather, backend.KindGatherV,
-		backend.KindScatter, backend.KindScatterV, backend.KindReduceScatter, backend.KindReduceScatterV,
-		backend.KindAllToAll, backend.KindAllToAllV:
+	case core.KindAllGather, core.KindAllGatherV, core.KindGather, core.KindGatherV,
+		core.KindScatter, core.KindScatterV, core.KindReduceScatter, core.KindReduceScatterV,
+		core.KindAllToAll, core.KindAllToAllV:
 		return true
 	}
 	return false
@@ -219,34 +219,34 @@ func (c *Comm) checkLengths(req *backend.Request, es int) error {
 		return nil
 	}
 	root := c.rank == req.Root
-	if (req.Kind == backend.KindReduce || req.Kind == backend.KindBroadcast || req.Kind == backend.KindGather ||
-		req.Kind == backend.KindGatherV || req.Kind == backend.KindScatter || req.Kind == backend.KindScatterV) &&
+	if (req.Kind == core.KindReduce || req.Kind == core.KindBroadcast || req.Kind == core.KindGather ||
+		req.Kind == core.KindGatherV || req.Kind == core.KindScatter || req.Kind == core.KindScatterV) &&
 		(req.Root < 0 || req.Root >= c.size) {
 		return fmt.Errorf("comm: mpi backend: %v: root %d out of range [0,%d)", req.Kind, req.Root, c.size)
 	}
 	var err error
 	switch req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		err = need("send", req.Send, len(req.Recv)/es)
-	case backend.KindReduce:
+	case core.KindReduce:
 		if root {
 			err = need("recv", req.Recv, len(req.Send)/es)
 		}
-	case backend.KindAllGather, backend.KindAllGatherV:
+	case core.KindAllGather, core.KindAllGatherV:
 		err = errors.Join(need("send", req.Send, req.Counts[c.rank]), need("recv", req.Recv, total(req.Counts)))
-	case backend.KindGather, backend.KindGatherV:
+	case core.KindGather, core.KindGatherV:
 		err = need("send", req.Send, req.Counts[c.rank])
 		if root {
 			err = errors.Join(err, need("recv", req.Recv, total(req.Counts)))
 		}
-	case backend.KindScatter, backend.KindScatterV:
+	case core.KindScatter, core.KindScatterV:
 		err = need("recv", req.Recv, req.Counts[c.rank])
 		if root {
 			err = errors.Join(err, need("send", req.Send, total(req.Counts)))
 		}
-	case backend.KindReduceScatter, backend.KindReduceScatterV:
+	case core.KindReduceScatter, core.KindReduceScatterV:
 		err = errors.Join(need("send", req.Send, total(req.Counts)), need("recv", req.Recv, req.Counts[c.rank]))
-	case backend.KindAllToAll, backend.KindAllToAllV:
+	case core.KindAllToAll, core.KindAllToAllV:
 		err = errors.Join(need("send", req.Send, total(req.Counts)), need("recv", req.Recv, total(req.RecvCounts)))
 	}
 	return err
@@ -291,7 +291,7 @@ func (c *Comm) p2pArgs(req *backend.Request, buf []byte) (peer, tag, n C.int, er
 	if es == 0 {
 		return 0, 0, 0, fmt.Errorf("comm: mpi backend: unknown element type %v", req.DType)
 	}
-	if req.Peer < -1 || req.Peer >= c.size || req.Peer == c.rank || (req.Peer == -1 && req.Kind == backend.KindSend) {
+	if req.Peer < -1 || req.Peer >= c.size || req.Peer == c.rank || (req.Peer == -1 && req.Kind == core.KindSend) {
 		return 0, 0, 0, fmt.Errorf("%w: %v peer %d (this is rank %d of %d)", core.ErrBadPeer, req.Kind, req.Peer, c.rank, c.size)
 	}
 	if req.Tag < 0 || req.Tag > c.w.p.tagUB {
@@ -420,7 +420,7 @@ func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error
 		return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: late[0], Seq: req.Seq,
 			Err: &core.BarrierError{Late: late, Timeout: req.Timeout}}
 	}
-	byteType := dtypeCode(backend.Byte)
+	byteType := dtypeCode(core.Byte)
 	// post starts a send (send=true) or receive of b with peer and tag.
 	post := func(send bool, b []byte, peer int, tag C.int) (*request, error) {
 		r, err := newRequest(0)

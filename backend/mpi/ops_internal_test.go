@@ -8,7 +8,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/kernel"
 )
 
@@ -18,8 +18,8 @@ import (
 // special and random float32 and float64 values for Min and Max. NaN
 // results need only both be NaN ("some NaN", as the kernels document).
 
-func halfIsNaN(dt backend.DType, h uint16) bool {
-	if dt == backend.Float16 {
+func halfIsNaN(dt core.DType, h uint16) bool {
+	if dt == core.Float16 {
 		return h&0x7c00 == 0x7c00 && h&0x03ff != 0
 	}
 	return h&0x7f80 == 0x7f80 && h&0x007f != 0
@@ -38,8 +38,8 @@ func TestHalfOpsMatchKernel(t *testing.T) {
 		binary.LittleEndian.PutUint16(all[2*i:], uint16(i))
 	}
 	want, got, src := kernel.Alloc(2*n), kernel.Alloc(2*n), kernel.Alloc(2*n)
-	for _, dt := range []backend.DType{backend.Float16, backend.BFloat16} {
-		for _, op := range []backend.Op{backend.Sum, backend.Prod, backend.Min, backend.Max} {
+	for _, dt := range []core.DType{core.Float16, core.BFloat16} {
+		for _, op := range []core.Op{core.Sum, core.Prod, core.Min, core.Max} {
 			bad := 0
 			for _, s := range special {
 				for i := 0; i < n; i++ {
@@ -71,14 +71,14 @@ func TestFloatMinMaxMatchKernel(t *testing.T) {
 	for range 200 {
 		f64 = append(f64, rng.NormFloat64()*1e3)
 	}
-	for _, dt := range []backend.DType{backend.Float32, backend.Float64} {
+	for _, dt := range []core.DType{core.Float32, core.Float64} {
 		es := dt.Size()
 		m := len(f64)
 		dst, src := kernel.Alloc(m*m*es), kernel.Alloc(m*m*es)
 		for i, a := range f64 {
 			for j, b := range f64 {
 				k := (i*m + j) * es
-				if dt == backend.Float32 {
+				if dt == core.Float32 {
 					binary.LittleEndian.PutUint32(dst[k:], math.Float32bits(float32(a)))
 					binary.LittleEndian.PutUint32(src[k:], math.Float32bits(float32(b)))
 				} else {
@@ -87,7 +87,7 @@ func TestFloatMinMaxMatchKernel(t *testing.T) {
 				}
 			}
 		}
-		for _, op := range []backend.Op{backend.Min, backend.Max} {
+		for _, op := range []core.Op{core.Min, core.Max} {
 			want, got := kernel.Alloc(len(dst)), kernel.Alloc(len(dst))
 			copy(want, dst)
 			copy(got, dst)
@@ -100,7 +100,7 @@ func TestFloatMinMaxMatchKernel(t *testing.T) {
 			for k := 0; k < len(want); k += es {
 				var w, g float64
 				var wb, gb uint64
-				if dt == backend.Float32 {
+				if dt == core.Float32 {
 					wb, gb = uint64(binary.LittleEndian.Uint32(want[k:])), uint64(binary.LittleEndian.Uint32(got[k:]))
 					w, g = float64(math.Float32frombits(uint32(wb))), float64(math.Float32frombits(uint32(gb)))
 				} else {

@@ -52,15 +52,15 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 		return false
 	}
 	switch req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		return len(req.Recv) <= boardAllReduceMax
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		return len(req.Recv) <= boardBroadcastMax
-	case backend.KindReduce:
+	case core.KindReduce:
 		return len(req.Send) <= boardReduceMax
-	case backend.KindAllGather:
+	case core.KindAllGather:
 		return len(req.Send) <= boardAllGatherMax
-	case backend.KindBarrier:
+	case core.KindBarrier:
 		return true
 	}
 	return false
@@ -75,13 +75,13 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 func stageEligible(c *Comm, req *backend.Request) bool {
 	var ok bool
 	switch req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		ok = len(req.Recv) > boardAllReduceMax
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		ok = len(req.Recv) >= stageBroadcastMin || c.manyPerCPU && len(req.Recv) >= stageBroadcastCrowdedMin
-	case backend.KindAllToAll, backend.KindReduceScatter:
+	case core.KindAllToAll, core.KindReduceScatter:
 		ok = len(req.Recv) > 0
-	case backend.KindAllGather:
+	case core.KindAllGather:
 		ok = len(req.Send) > boardAllGatherMax
 	}
 	return ok && unforced(c, req)
@@ -114,18 +114,18 @@ func (c *Comm) runOnStage(ctx context.Context, req *backend.Request) error {
 	sig := boardSig(req, algo.SharedStage)
 	var err error
 	switch req.Kind {
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		err = c.board.Broadcast(ctx, req.Seq, sig, req.Root, req.Recv)
-	case backend.KindAllToAll:
+	case core.KindAllToAll:
 		err = c.board.AllToAll(ctx, req.Seq, sig, req.Send, req.Recv)
-	case backend.KindAllGather:
+	case core.KindAllGather:
 		err = c.board.AllGather(ctx, req.Seq, sig, req.Send, req.Recv)
-	case backend.KindReduceScatter:
+	case core.KindReduceScatter:
 		err = c.board.ReduceScatter(ctx, req.Seq, sig, req.Send, req.Recv, req.DType.Size(), stageFold(req))
 	default:
 		err = c.allReduceOnStage(ctx, req, sig)
 	}
-	if err == nil && req.Op == backend.Avg && (req.Kind == backend.KindAllReduce || req.Kind == backend.KindReduceScatter) {
+	if err == nil && req.Op == core.Avg && (req.Kind == core.KindAllReduce || req.Kind == core.KindReduceScatter) {
 		err = kernel.Divide(req.DType, req.Recv, c.size)
 	}
 	if err != nil {
@@ -173,12 +173,12 @@ func boardSig(req *backend.Request, a algo.Algorithm) transport.Signature {
 // InlinesAllReduce implements backend.Inliner: an all-reduce of n bytes
 // runs on the board (boardEligible).
 func (c *Comm) InlinesAllReduce(n int) bool {
-	return c.board != nil && n <= boardAllReduceMax && c.cfg.Algorithms.For(backend.KindAllReduce) == algo.Auto
+	return c.board != nil && n <= boardAllReduceMax && c.cfg.Algorithms.For(core.KindAllReduce) == algo.Auto
 }
 
 // InlineAllReduce implements backend.Inliner: runOnBoard for an all-reduce
 // InlinesAllReduce accepted, without a Request but for its errors.
-func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt backend.DType, op backend.Op, send, recv []byte, count int, rec backend.InlineRecorder) (bool, error) {
+func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq uint64, dt core.DType, op core.Op, send, recv []byte, count int, rec backend.InlineRecorder) (bool, error) {
 	if c.isClosed() || !c.turn.Ready(seq) {
 		return false, nil
 	}
@@ -192,14 +192,14 @@ func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq u
 		defer c.turnCtx.Put(o)
 		ctx = o
 	}
-	sig := transport.Signature{Kind: backend.KindAllReduce, DType: dt, Op: op, Algo: uint8(algo.SharedBoard), Count: uint64(count)}
+	sig := transport.Signature{Kind: core.KindAllReduce, DType: dt, Op: op, Algo: uint8(algo.SharedBoard), Count: uint64(count)}
 	var posted func()
 	if rec != nil {
 		posted = func() { rec.InlineEntered(seq, dt, op, len(recv)) }
 	}
 	err := c.boardAllReduce(ctx, seq, sig, dt, op, send, recv, posted)
 	if err != nil {
-		req := &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
+		req := &backend.Request{Kind: core.KindAllReduce, Seq: seq, DType: dt, Op: op, Peer: -1, Send: send, Recv: recv, SigCount: count, Source: -1}
 		err = c.boardError(ctx, req, err)
 	}
 	if rec != nil {
@@ -211,7 +211,7 @@ func (c *Comm) InlineAllReduce(ctx context.Context, timeout time.Duration, seq u
 // boardAllReduce runs the all-reduce seq (of signature sig) on the board:
 // every rank's contribution folded in rank order into recv. posted, unless
 // nil, runs once this rank's part is posted (Board.ExchangeAfter).
-func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Signature, dt backend.DType, op backend.Op, send, recv []byte, posted func()) error {
+func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Signature, dt core.DType, op core.Op, send, recv []byte, posted func()) error {
 	var rerr error
 	err := c.board.ExchangeAfter(ctx, seq, sig, send, len(send), -1, posted, func(r int, p []byte) {
 		if r == 0 {
@@ -220,7 +220,7 @@ func (c *Comm) boardAllReduce(ctx context.Context, seq uint64, sig transport.Sig
 			rerr = kernel.Reduce(dt, op, recv, p)
 		}
 	})
-	if err == nil && rerr == nil && op == backend.Avg {
+	if err == nil && rerr == nil && op == core.Avg {
 		rerr = kernel.Divide(dt, recv, c.size)
 	}
 	if err == nil {
@@ -256,9 +256,9 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 	defer c.waits.done()
 	var rerr error
 	switch req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		err = c.boardAllReduce(ctx, req.Seq, sig, req.DType, req.Op, req.Send, req.Recv, nil)
-	case backend.KindReduce:
+	case core.KindReduce:
 		// Every rank posts; the root folds them in rank order, the others
 		// read only their own slot (nothing to wait for).
 		from := c.rank
@@ -275,10 +275,10 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 				rerr = kernel.Reduce(req.DType, req.Op, dst, p)
 			}
 		})
-		if err == nil && rerr == nil && req.Op == backend.Avg && c.rank == req.Root {
+		if err == nil && rerr == nil && req.Op == core.Avg && c.rank == req.Root {
 			rerr = kernel.Divide(req.DType, dst, c.size)
 		}
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		var mine []byte
 		if c.rank == req.Root {
 			mine = req.Recv
@@ -288,12 +288,12 @@ func (c *Comm) runOnBoard(ctx context.Context, req *backend.Request) (done bool,
 				copy(req.Recv, p)
 			}
 		})
-	case backend.KindAllGather:
+	case core.KindAllGather:
 		n := len(req.Send)
 		err = c.board.Exchange(ctx, req.Seq, sig, req.Send, n, -1, func(r int, p []byte) {
 			copy(req.Recv[r*n:(r+1)*n], p)
 		})
-	case backend.KindBarrier:
+	case core.KindBarrier:
 		err = c.board.Exchange(ctx, req.Seq, sig, nil, 0, -1, func(int, []byte) {})
 	}
 	if err == nil {

@@ -107,13 +107,13 @@ func TestBoardCollectives(t *testing.T) {
 				check(r, reqs[r])
 			}
 		}
-		for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
+		for _, op := range []core.Op{core.Sum, core.Max, core.Avg} {
 			for _, inPlace := range []bool{false, true} {
 				run(fmt.Sprintf("all-reduce %v in place %v", op, inPlace), algo.SharedBoard, func(r int, req *backend.Request) {
-					want := map[backend.Op][]float32{
-						backend.Sum: {float32(n * (n - 1) / 2), float32(2 * n)},
-						backend.Max: {float32(n - 1), 2},
-						backend.Avg: {float32(n-1) / 2, 2},
+					want := map[core.Op][]float32{
+						core.Sum: {float32(n * (n - 1) / 2), float32(2 * n)},
+						core.Max: {float32(n - 1), 2},
+						core.Avg: {float32(n-1) / 2, 2},
 					}[op]
 					if got := req.Recv; string(got) != string(f32s(want...)) {
 						t.Errorf("%d ranks, all-reduce %v: rank %d got %v, want %v", n, op, r, got, f32s(want...))
@@ -124,15 +124,15 @@ func TestBoardCollectives(t *testing.T) {
 					if !inPlace {
 						recv = make([]byte, len(send))
 					}
-					return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: op, Send: send, Recv: recv, SigCount: 2, Root: 0}
+					return &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: op, Send: send, Recv: recv, SigCount: 2, Root: 0}
 				})
 			}
 		}
 		for root := range n {
-			for _, op := range []backend.Op{backend.Sum, backend.Avg} {
+			for _, op := range []core.Op{core.Sum, core.Avg} {
 				run(fmt.Sprintf("reduce %v to %d", op, root), algo.SharedBoard, func(r int, req *backend.Request) {
 					want := f32s(float32(n*(n-1)/2), float32(2*n))
-					if op == backend.Avg {
+					if op == core.Avg {
 						want = f32s(float32(n-1)/2, 2)
 					}
 					if r == root && string(req.Recv) != string(want) {
@@ -146,7 +146,7 @@ func TestBoardCollectives(t *testing.T) {
 					if r == root {
 						recv = make([]byte, 8)
 					}
-					return &backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Op: op, Root: root, Send: f32s(float32(r), 2), Recv: recv, SigCount: 2}
+					return &backend.Request{Kind: core.KindReduce, DType: core.Float32, Op: op, Root: root, Send: f32s(float32(r), 2), Recv: recv, SigCount: 2}
 				})
 			}
 			run(fmt.Sprintf("broadcast from %d", root), algo.SharedBoard, func(r int, req *backend.Request) {
@@ -158,7 +158,7 @@ func TestBoardCollectives(t *testing.T) {
 				if r == root {
 					recv = f32s(7, float32(root))
 				}
-				return &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Root: root, Recv: recv, SigCount: 2}
+				return &backend.Request{Kind: core.KindBroadcast, DType: core.Float32, Root: root, Recv: recv, SigCount: 2}
 			})
 		}
 		run("all-gather", algo.SharedBoard, func(r int, req *backend.Request) {
@@ -170,7 +170,7 @@ func TestBoardCollectives(t *testing.T) {
 				t.Errorf("%d ranks, all-gather: rank %d got %v", n, r, req.Recv)
 			}
 		}, func(r int) *backend.Request {
-			return &backend.Request{Kind: backend.KindAllGather, DType: backend.Float32, Send: f32s(float32(r), -1),
+			return &backend.Request{Kind: core.KindAllGather, DType: core.Float32, Send: f32s(float32(r), -1),
 				Recv: make([]byte, 8*n), Counts: evenCounts(n, 2), SigCount: 2}
 		})
 		// The largest contributions each kind puts on the board (written
@@ -192,7 +192,7 @@ func TestBoardCollectives(t *testing.T) {
 			for i := range lim {
 				binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(at(lim, r, i)))
 			}
-			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: send, Recv: make([]byte, len(send)), SigCount: lim}
+			return &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: core.Sum, Send: send, Recv: make([]byte, len(send)), SigCount: lim}
 		})
 		gl := boardAllGatherMax / 4
 		run("all-gather at the board's limit", algo.SharedBoard, func(r int, req *backend.Request) {
@@ -208,7 +208,7 @@ func TestBoardCollectives(t *testing.T) {
 			for i := range gl {
 				binary.LittleEndian.PutUint32(send[4*i:], math.Float32bits(at(gl, r, i)))
 			}
-			return &backend.Request{Kind: backend.KindAllGather, DType: backend.Float32, Send: send, Recv: make([]byte, 4*gl*n), Counts: evenCounts(n, gl), SigCount: gl}
+			return &backend.Request{Kind: core.KindAllGather, DType: core.Float32, Send: send, Recv: make([]byte, 4*gl*n), Counts: evenCounts(n, gl), SigCount: gl}
 		})
 		for _, c := range []struct {
 			count int
@@ -232,29 +232,29 @@ func TestBoardCollectives(t *testing.T) {
 				if r == 0 {
 					recv = make([]byte, len(send))
 				}
-				return &backend.Request{Kind: backend.KindReduce, DType: backend.Float32, Op: backend.Sum, Send: send, Recv: recv, SigCount: c.count}
+				return &backend.Request{Kind: core.KindReduce, DType: core.Float32, Op: core.Sum, Send: send, Recv: recv, SigCount: c.count}
 			})
 		}
 		run("barrier", algo.SharedBoard, func(int, *backend.Request) {}, func(int) *backend.Request {
-			return &backend.Request{Kind: backend.KindBarrier}
+			return &backend.Request{Kind: core.KindBarrier}
 		})
 		run("forced tree", algo.Tree, func(int, *backend.Request) {}, func(r int) *backend.Request {
 			b := f32s(1)
-			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: 1, Algorithm: algo.Tree}
+			return &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: core.Sum, Send: b, Recv: b, SigCount: 1, Algorithm: algo.Tree}
 		})
 		// Above the board: all-reduces on its stage (sizes around its
 		// all-read size and its chunk, and one whose result is written
 		// around the cache), the other kinds on schedules.
 		for _, count := range []int{boardAllReduceMax/4 + 1, 3000, shmcoll.StageChunk/4*2 + 5, shmcoll.StageAroundMin/4 + 5} {
-			for _, op := range []backend.Op{backend.Sum, backend.Max, backend.Avg} {
+			for _, op := range []core.Op{core.Sum, core.Max, core.Avg} {
 				for _, inPlace := range []bool{false, true} {
 					run(fmt.Sprintf("all-reduce %v of %d in place %v", op, count, inPlace), algo.SharedStage, func(r int, req *backend.Request) {
 						var wants [7]float32
 						for k := range wants {
-							wants[k] = map[backend.Op]float32{
-								backend.Sum: float32(n*(n-1)/2 + n*k),
-								backend.Max: float32(n - 1 + k),
-								backend.Avg: float32(n-1)/2 + float32(k),
+							wants[k] = map[core.Op]float32{
+								core.Sum: float32(n*(n-1)/2 + n*k),
+								core.Max: float32(n - 1 + k),
+								core.Avg: float32(n-1)/2 + float32(k),
 							}[op]
 						}
 						for i := range count {
@@ -272,7 +272,7 @@ func TestBoardCollectives(t *testing.T) {
 						if !inPlace {
 							recv = make([]byte, len(send))
 						}
-						return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: op, Send: send, Recv: recv, SigCount: count}
+						return &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: op, Send: send, Recv: recv, SigCount: count}
 					})
 				}
 			}
@@ -280,17 +280,17 @@ func TestBoardCollectives(t *testing.T) {
 		big := boardAllReduceMax/4 + 1
 		run("all-reduce above the board, forced ring", algo.Ring, func(int, *backend.Request) {}, func(r int) *backend.Request {
 			b := make([]byte, 4*big)
-			return &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: big, Algorithm: algo.Ring}
+			return &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: core.Sum, Send: b, Recv: b, SigCount: big, Algorithm: algo.Ring}
 		})
 		big = boardBroadcastMax/4 + 1
 		run("broadcast above the board", algo.Tree, func(int, *backend.Request) {}, func(r int) *backend.Request {
-			return &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: make([]byte, 4*big), SigCount: big}
+			return &backend.Request{Kind: core.KindBroadcast, DType: core.Float32, Recv: make([]byte, 4*big), SigCount: big}
 		})
 	}
 	ws := openWorld(t, 4, 2, backend.Config{})
 	_, errs := runAll(ws, func(r int) *backend.Request {
 		b := f32s(1)
-		return &backend.Request{Kind: backend.KindAllReduce, Seq: 1, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: 1}
+		return &backend.Request{Kind: core.KindAllReduce, Seq: 1, DType: core.Float32, Op: core.Sum, Send: b, Recv: b, SigCount: 1}
 	})
 	for r, err := range errs {
 		if err != nil {
@@ -324,7 +324,7 @@ func TestBoardMismatchedSizes(t *testing.T) {
 			n = 4096
 		}
 		b := make([]byte, 4*n)
-		return &backend.Request{Kind: backend.KindAllReduce, Seq: 1, DType: backend.Float32, Op: backend.Sum, Send: b, Recv: b, SigCount: n}
+		return &backend.Request{Kind: core.KindAllReduce, Seq: 1, DType: core.Float32, Op: core.Sum, Send: b, Recv: b, SigCount: n}
 	})
 	var me *core.MismatchError
 	if !errors.As(errs[0], &me) || me.Peer != 1 {
@@ -362,7 +362,7 @@ func TestBoardTurn(t *testing.T) {
 					binary.LittleEndian.PutUint32(send[4*k:], math.Float32bits(float32(seq)))
 				}
 				recv := make([]byte, len(send))
-				req := &backend.Request{Kind: backend.KindAllReduce, Seq: seq, DType: backend.Float32, Op: backend.Sum, Send: send, Recv: recv, SigCount: n}
+				req := &backend.Request{Kind: core.KindAllReduce, Seq: seq, DType: core.Float32, Op: core.Sum, Send: send, Recv: recv, SigCount: n}
 				if err := c.Run(context.Background(), req); err != nil {
 					errs <- fmt.Errorf("rank %d seq %d: %v", r, seq, err)
 					return

@@ -65,7 +65,7 @@ func (c *Comm) hierarchical(ctx context.Context, req *backend.Request) (done boo
 		return false, nil
 	}
 	req.Used = algo.Hierarchical
-	if req.Kind == backend.KindAllReduce {
+	if req.Kind == core.KindAllReduce {
 		return true, c.hierarchicalAllReduce(ctx, t, req)
 	}
 	return true, c.hierarchicalBroadcast(ctx, t, req)
@@ -98,10 +98,10 @@ func (c *Comm) flatChoice(req *backend.Request) algo.Algorithm {
 	}
 	bytes := costBytes(req)
 	a, chunk := algo.Choose(req.Kind, c.size, bytes, req.DType.Size())
-	if req.Kind == backend.KindBroadcast && a == algo.Ring && c.crowding() == crowdedTCP {
+	if req.Kind == core.KindBroadcast && a == algo.Ring && c.crowding() == crowdedTCP {
 		a, chunk = algo.Linear, 0
 	}
-	if req.Kind == backend.KindAllReduce {
+	if req.Kind == core.KindAllReduce {
 		switch c.crowding() {
 		case crowdedSHM:
 			if a == algo.RecursiveDoubling && bytes >= crowdedTreeBytes {
@@ -234,8 +234,8 @@ func costBytes(req *backend.Request) int {
 }
 
 // hierarchicalKind reports whether the engine has a hierarchical form of k.
-func hierarchicalKind(k backend.Kind) bool {
-	return k == backend.KindAllReduce || k == backend.KindBroadcast
+func hierarchicalKind(k core.Kind) bool {
+	return k == core.KindAllReduce || k == core.KindBroadcast
 }
 
 // maybeHierarchical reports whether c's endpoint can tell hosts apart and

@@ -8,6 +8,7 @@ import (
 	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
+	"github.com/gocomm/comm/core"
 )
 
 // TestEngineThresholdsHaveConformanceCases keeps the conformance suite's
@@ -35,20 +36,20 @@ func TestChoiceIgnoresRootOnlyBuffers(t *testing.T) {
 		for _, per := range []int{1, 16 << 10, (1 << 20) / es / size, (1<<20)/es/size + 1, 1 << 20} {
 			counts := slices.Repeat([]int{per}, size)
 			total := per * size * es
-			for _, kind := range []backend.Kind{backend.KindGather, backend.KindGatherV, backend.KindScatter, backend.KindScatterV, backend.KindReduce} {
+			for _, kind := range []core.Kind{core.KindGather, core.KindGatherV, core.KindScatter, core.KindScatterV, core.KindReduce} {
 				t.Run(fmt.Sprintf("%v/size=%d/per=%d", kind, size, per), func(t *testing.T) {
 					mine := make([]byte, per*es) // this rank's block
 					full := make([]byte, total)
-					if kind == backend.KindReduce {
+					if kind == core.KindReduce {
 						full = mine
 					}
 					rootOnly := [][]byte{nil, full, make([]byte, 3)}
 					var choices []string
 					for rank := range size {
 						for _, other := range rootOnly {
-							req := &backend.Request{Kind: kind, DType: backend.Int32, Root: 0, Counts: counts}
+							req := &backend.Request{Kind: kind, DType: core.Int32, Root: 0, Counts: counts}
 							switch kind {
-							case backend.KindScatter, backend.KindScatterV:
+							case core.KindScatter, core.KindScatterV:
 								req.Send, req.Recv = other, mine
 								if rank == 0 {
 									req.Send = full

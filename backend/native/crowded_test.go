@@ -5,6 +5,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/transport"
 )
 
@@ -42,10 +43,10 @@ func TestCrowdedTCP(t *testing.T) {
 	oneHost3 := map[int]int{0: 0, 1: 0, 2: 0}
 	large := algo.LargeMessage + 4
 	ring := algo.PipelineChunk / 4 // the pipelined broadcast's piece, in float32 elements
-	const ar, bc = backend.KindAllReduce, backend.KindBroadcast
+	const ar, bc = core.KindAllReduce, core.KindBroadcast
 	for _, tt := range []struct {
 		name      string
-		kind      backend.Kind
+		kind      core.Kind
 		local     int
 		host      map[int]int
 		bytes     int
@@ -73,7 +74,7 @@ func TestCrowdedTCP(t *testing.T) {
 		members := []int{0, 1, 2, 3}[:len(tt.host)]
 		c := &Comm{ep: overTCP{host: tt.host}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: len(members), members: members}
 		buf := make([]byte, tt.bytes)
-		req := &backend.Request{Kind: tt.kind, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
+		req := &backend.Request{Kind: tt.kind, DType: core.Float32, Op: core.Sum, Send: buf, Recv: buf}
 		if tt.kind == bc {
 			req.Send = nil
 		}
@@ -113,11 +114,11 @@ func TestCrowdedHost(t *testing.T) {
 	} {
 		c := &Comm{ep: sharing{local: tt.share}, cfg: backend.Config{LocalSize: tt.local}, rank: 0, size: 4, members: []int{0, 1, 2, 3}}
 		buf := make([]byte, tt.bytes)
-		req := &backend.Request{Kind: backend.KindAllReduce, DType: backend.Float32, Op: backend.Sum, Send: buf, Recv: buf}
+		req := &backend.Request{Kind: core.KindAllReduce, DType: core.Float32, Op: core.Sum, Send: buf, Recv: buf}
 		if got := c.flatChoice(req); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
-		bc := &backend.Request{Kind: backend.KindBroadcast, DType: backend.Float32, Recv: buf}
+		bc := &backend.Request{Kind: core.KindBroadcast, DType: core.Float32, Recv: buf}
 		if got, want := c.flatChoice(bc), (&Comm{rank: 0, size: 4}).flatChoice(bc); got != want {
 			t.Errorf("%s: broadcast %v, want the cost model's %v", tt.name, got, want)
 		}

@@ -80,12 +80,12 @@ func (c *Comm) buildTopology(ctx context.Context) (*topology, error) {
 }
 
 // sub runs one phase of a hierarchical collective on a sub-communicator.
-func sub(ctx context.Context, g *Comm, req *backend.Request, kind backend.Kind, op backend.Op, root int, send, recv []byte) error {
+func sub(ctx context.Context, g *Comm, req *backend.Request, kind core.Kind, op core.Op, root int, send, recv []byte) error {
 	r := *req
 	r.Kind, r.Op, r.Root, r.Send, r.Recv = kind, op, root, send, recv
 	r.Algorithm, r.Chunk = algo.Auto, 0
 	r.SigCount = len(recv) / req.DType.Size()
-	if kind == backend.KindReduce {
+	if kind == core.KindReduce {
 		r.SigCount = len(send) / req.DType.Size()
 	}
 	err := g.collective(ctx, &r)
@@ -104,21 +104,21 @@ func sub(ctx context.Context, g *Comm, req *backend.Request, kind backend.Kind, 
 // divided once at the end, by the whole communicator's size.
 func (c *Comm) hierarchicalAllReduce(ctx context.Context, t *topology, req *backend.Request) error {
 	op := req.Op
-	if op == backend.Avg {
-		op = backend.Sum
+	if op == core.Avg {
+		op = core.Sum
 	}
-	if err := sub(ctx, t.local, req, backend.KindReduce, op, 0, req.Send, req.Recv); err != nil {
+	if err := sub(ctx, t.local, req, core.KindReduce, op, 0, req.Send, req.Recv); err != nil {
 		return err
 	}
 	if t.leaders != nil {
-		if err := sub(ctx, t.leaders, req, backend.KindAllReduce, op, 0, req.Recv, req.Recv); err != nil {
+		if err := sub(ctx, t.leaders, req, core.KindAllReduce, op, 0, req.Recv, req.Recv); err != nil {
 			return err
 		}
 	}
-	if err := sub(ctx, t.local, req, backend.KindBroadcast, op, 0, req.Recv, req.Recv); err != nil {
+	if err := sub(ctx, t.local, req, core.KindBroadcast, op, 0, req.Recv, req.Recv); err != nil {
 		return err
 	}
-	if req.Op == backend.Avg {
+	if req.Op == core.Avg {
 		if err := kernel.Divide(req.DType, req.Recv, c.size); err != nil {
 			return &core.OpError{Op: req.Kind, Rank: c.rank, Peer: -1, Seq: req.Seq, Err: err}
 		}
@@ -131,17 +131,17 @@ func (c *Comm) hierarchicalAllReduce(ctx context.Context, t *topology, req *back
 func (c *Comm) hierarchicalBroadcast(ctx context.Context, t *topology, req *backend.Request) error {
 	rootHost, myHost := t.hostOf[req.Root], t.hostOf[c.rank]
 	if myHost == rootHost {
-		if err := sub(ctx, t.local, req, backend.KindBroadcast, req.Op, t.local.localRank(req.Root, c), req.Recv, req.Recv); err != nil {
+		if err := sub(ctx, t.local, req, core.KindBroadcast, req.Op, t.local.localRank(req.Root, c), req.Recv, req.Recv); err != nil {
 			return err
 		}
 	}
 	if t.leaders != nil {
-		if err := sub(ctx, t.leaders, req, backend.KindBroadcast, req.Op, rootHost, req.Recv, req.Recv); err != nil {
+		if err := sub(ctx, t.leaders, req, core.KindBroadcast, req.Op, rootHost, req.Recv, req.Recv); err != nil {
 			return err
 		}
 	}
 	if myHost != rootHost {
-		return sub(ctx, t.local, req, backend.KindBroadcast, req.Op, 0, req.Recv, req.Recv)
+		return sub(ctx, t.local, req, core.KindBroadcast, req.Op, 0, req.Recv, req.Recv)
 	}
 	return nil
 }

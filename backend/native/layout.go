@@ -3,6 +3,7 @@ package native
 import (
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/bufpool"
 	"github.com/gocomm/comm/internal/kernel"
 )
@@ -50,21 +51,21 @@ type layout struct {
 }
 
 // layouts is the layout of every collective kind the engine runs.
-var layouts = map[backend.Kind]layout{
-	backend.KindAllReduce:      {work: recvBuf, fromSend: true, avg: avgAll},
-	backend.KindReduce:         {work: recvBuf, nonRoot: tempAsSend, fromSend: true, avg: avgRoot},
-	backend.KindBroadcast:      {work: recvBuf},
-	backend.KindAllGather:      {work: recvBuf, placeOwn: true},
-	backend.KindAllGatherV:     {work: recvBuf, placeOwn: true},
-	backend.KindGather:         {work: recvBuf, nonRoot: tempCounts, placeOwn: true},
-	backend.KindGatherV:        {work: recvBuf, nonRoot: tempCounts, placeOwn: true},
-	backend.KindScatter:        {work: sendBuf, nonRoot: tempCounts, ownBlockOut: true},
-	backend.KindScatterV:       {work: sendBuf, nonRoot: tempCounts, ownBlockOut: true},
-	backend.KindReduceScatter:  {work: tempAsSend, fromSend: true, ownBlockOut: true, avg: avgAll},
-	backend.KindReduceScatterV: {work: tempAsSend, fromSend: true, ownBlockOut: true, avg: avgAll},
-	backend.KindAllToAll:       {work: recvBuf, input: true},
-	backend.KindAllToAllV:      {work: recvBuf, input: true},
-	backend.KindBarrier:        {work: none, bytes: true},
+var layouts = map[core.Kind]layout{
+	core.KindAllReduce:      {work: recvBuf, fromSend: true, avg: avgAll},
+	core.KindReduce:         {work: recvBuf, nonRoot: tempAsSend, fromSend: true, avg: avgRoot},
+	core.KindBroadcast:      {work: recvBuf},
+	core.KindAllGather:      {work: recvBuf, placeOwn: true},
+	core.KindAllGatherV:     {work: recvBuf, placeOwn: true},
+	core.KindGather:         {work: recvBuf, nonRoot: tempCounts, placeOwn: true},
+	core.KindGatherV:        {work: recvBuf, nonRoot: tempCounts, placeOwn: true},
+	core.KindScatter:        {work: sendBuf, nonRoot: tempCounts, ownBlockOut: true},
+	core.KindScatterV:       {work: sendBuf, nonRoot: tempCounts, ownBlockOut: true},
+	core.KindReduceScatter:  {work: tempAsSend, fromSend: true, ownBlockOut: true, avg: avgAll},
+	core.KindReduceScatterV: {work: tempAsSend, fromSend: true, ownBlockOut: true, avg: avgAll},
+	core.KindAllToAll:       {work: recvBuf, input: true},
+	core.KindAllToAllV:      {work: recvBuf, input: true},
+	core.KindBarrier:        {work: none, bytes: true},
 }
 
 // temps holds the pooled temporary of one collective (at most one).
@@ -131,7 +132,7 @@ func (l layout) finish(c *Comm, e *execution, req *backend.Request) error {
 		off := algo.Offsets(req.Counts)
 		copy(req.Recv, e.work[off[c.rank]*e.esize:off[c.rank+1]*e.esize])
 	}
-	if req.Op == backend.Avg && (l.avg == avgAll || (l.avg == avgRoot && c.rank == req.Root)) {
+	if req.Op == core.Avg && (l.avg == avgAll || (l.avg == avgRoot && c.rank == req.Root)) {
 		return kernel.Divide(req.DType, req.Recv, c.size)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // The lazy-copy bookkeeping of the engine, without sockets: an execution
@@ -37,7 +38,7 @@ func lazyExec(src []byte, pending []elemRange) *execution {
 	for i := range n {
 		binary.LittleEndian.PutUint32(work[i*lazyES:], unset)
 	}
-	e := &execution{c: &Comm{}, req: &backend.Request{DType: backend.Int32, Op: backend.Sum}, esize: lazyES, work: work}
+	e := &execution{c: &Comm{}, req: &backend.Request{DType: core.Int32, Op: core.Sum}, esize: lazyES, work: work}
 	e.lazyCopy(src)
 	if pending != nil {
 		e.pending = slices.Clone(pending)

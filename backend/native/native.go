@@ -232,11 +232,11 @@ func (c *Comm) Run(ctx context.Context, req *backend.Request) error {
 		}
 	}
 	switch req.Kind {
-	case backend.KindSend:
+	case core.KindSend:
 		return c.send(ctx, req)
-	case backend.KindRecv:
+	case core.KindRecv:
 		return c.recv(ctx, req)
-	case backend.KindMonitoredBarrier:
+	case core.KindMonitoredBarrier:
 		return c.monitoredBarrier(ctx, req)
 	}
 	return c.collective(ctx, req)
@@ -246,7 +246,7 @@ func (c *Comm) p2pHeader(req *backend.Request) transport.Header {
 	return transport.Header{
 		Comm: c.id,
 		Tag:  uint64(req.Tag),
-		Sig:  transport.Signature{Kind: backend.KindSend, DType: req.DType, Count: uint64(req.SigCount)},
+		Sig:  transport.Signature{Kind: core.KindSend, DType: req.DType, Count: uint64(req.SigCount)},
 	}
 }
 
@@ -291,7 +291,7 @@ func (c *Comm) commRank(world int) int {
 // arrive in time). Nothing is aborted: a late rank finds the answer waiting
 // when it arrives.
 func (c *Comm) monitoredBarrier(ctx context.Context, req *backend.Request) error {
-	h := transport.Header{Comm: c.id, Seq: req.Seq, Sig: transport.Signature{Kind: backend.KindMonitoredBarrier}}
+	h := transport.Header{Comm: c.id, Seq: req.Seq, Sig: transport.Signature{Kind: core.KindMonitoredBarrier}}
 	report := func(late []int) error {
 		if len(late) == 0 {
 			return nil

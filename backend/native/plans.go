@@ -7,12 +7,13 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // planKey identifies a plan of an operation with even counts; plans of the
 // V variants and all-to-all depend on whole count vectors and are not cached.
 type planKey struct {
-	kind  backend.Kind
+	kind  core.Kind
 	algo  algo.Algorithm
 	count int
 	root  int
@@ -70,31 +71,31 @@ func (c *Comm) plan(req *backend.Request, a algo.Algorithm) (algo.Plan, error) {
 		return c.plans.get(planKey{kind: req.Kind, algo: a, count: count, root: root, chunk: req.Chunk}, build)
 	}
 	switch req.Kind {
-	case backend.KindAllReduce:
+	case core.KindAllReduce:
 		count := len(req.Recv) / es
 		return cached(0, count, func() (algo.Plan, error) { return algo.AllReduce(a, c.rank, c.size, count, req.Chunk) })
-	case backend.KindReduce:
+	case core.KindReduce:
 		count := len(req.Send) / es
 		if inRankOrder(req) && req.Root != 0 {
 			return algo.ReduceInOrder(c.rank, c.size, req.Root, count)
 		}
 		return cached(req.Root, count, func() (algo.Plan, error) { return algo.Reduce(a, c.rank, c.size, req.Root, count) })
-	case backend.KindBroadcast:
+	case core.KindBroadcast:
 		count := len(req.Recv) / es
 		return cached(req.Root, count, func() (algo.Plan, error) {
 			return algo.Broadcast(a, c.rank, c.size, req.Root, count, req.Chunk)
 		})
-	case backend.KindAllGather, backend.KindAllGatherV:
+	case core.KindAllGather, core.KindAllGatherV:
 		return algo.AllGather(a, c.rank, c.size, req.Counts)
-	case backend.KindGather, backend.KindGatherV:
+	case core.KindGather, core.KindGatherV:
 		return algo.Gather(a, c.rank, c.size, req.Root, req.Counts)
-	case backend.KindScatter, backend.KindScatterV:
+	case core.KindScatter, core.KindScatterV:
 		return algo.Scatter(a, c.rank, c.size, req.Root, req.Counts)
-	case backend.KindReduceScatter, backend.KindReduceScatterV:
+	case core.KindReduceScatter, core.KindReduceScatterV:
 		return algo.ReduceScatter(a, c.rank, c.size, req.Counts)
-	case backend.KindAllToAll, backend.KindAllToAllV:
+	case core.KindAllToAll, core.KindAllToAllV:
 		return algo.AllToAll(a, c.rank, c.size, req.Counts, req.RecvCounts)
-	case backend.KindBarrier:
+	case core.KindBarrier:
 		return cached(0, 0, func() (algo.Plan, error) { return algo.Barrier(a, c.rank, c.size) })
 	}
 	return algo.Plan{}, fmt.Errorf("comm: the native backend has no operation %v", req.Kind)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/internal/transport"
 )
 
@@ -66,7 +67,7 @@ func TestLargeSendsSideBySide(t *testing.T) {
 			copy(got[r], want)
 		}
 		wg.Go(func() {
-			errs[r] = c.Run(ctx, &backend.Request{Kind: backend.KindBroadcast, Seq: 1, DType: backend.Uint8, Root: 0,
+			errs[r] = c.Run(ctx, &backend.Request{Kind: core.KindBroadcast, Seq: 1, DType: core.Uint8, Root: 0,
 				Recv: got[r], SigCount: n, Algorithm: algo.Linear})
 		})
 	}

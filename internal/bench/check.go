@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // The check pattern: element i of rank r's input is a small integer, exact
@@ -18,7 +18,7 @@ import (
 // narrow types, whose exact integers run out first.
 func patternRange(dt comm.DType) int {
 	switch dt {
-	case backend.Int8, backend.Uint8, backend.BFloat16:
+	case core.Int8, core.Uint8, core.BFloat16:
 		return 8
 	}
 	return 64
@@ -28,7 +28,7 @@ func patternRange(dt comm.DType) int {
 // reduced with op.
 func Pattern(dt comm.DType, op comm.ReduceOp, r, i int) int {
 	h := mix32(uint32(i))
-	if op == backend.Prod {
+	if op == core.Prod {
 		return 1 + int((h>>8)+uint32(r))%2
 	}
 	return 1 + int((h>>8)+uint32(3*r))%patternRange(dt)
@@ -51,23 +51,23 @@ func Expected(dt comm.DType, op comm.ReduceOp, n, i int) float64 {
 	for r := 1; r < n; r++ {
 		v := float64(Pattern(dt, op, r, i))
 		switch op {
-		case backend.Prod:
+		case core.Prod:
 			acc *= v
-		case backend.Min:
+		case core.Min:
 			acc = math.Min(acc, v)
-		case backend.Max:
+		case core.Max:
 			acc = math.Max(acc, v)
-		case backend.BAnd:
+		case core.BAnd:
 			acc = float64(int64(acc) & int64(v))
-		case backend.BOr:
+		case core.BOr:
 			acc = float64(int64(acc) | int64(v))
-		case backend.BXor:
+		case core.BXor:
 			acc = float64(int64(acc) ^ int64(v))
 		default: // Sum, Avg
 			acc += v
 		}
 	}
-	if op == backend.Avg {
+	if op == core.Avg {
 		acc /= float64(n)
 		if dt.IsInteger() {
 			acc = math.Trunc(acc)
@@ -80,13 +80,13 @@ func Expected(dt comm.DType, op comm.ReduceOp, n, i int) float64 {
 // for avg of floats, the one inexact case).
 func tolerance(dt comm.DType) float64 {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return 1e-3
-	case backend.BFloat16:
+	case core.BFloat16:
 		return 8e-3
-	case backend.Float32:
+	case core.Float32:
 		return 1e-6
-	case backend.Float64:
+	case core.Float64:
 		return 1e-14
 	}
 	return 0

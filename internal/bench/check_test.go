@@ -5,30 +5,30 @@ import (
 	"testing"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Every reduction of the pattern over the world sizes commbench runs is an
 // integer (or, for avg, a ratio) that every element type holds exactly
 // enough: the naive fold converted to the type and back is Expected.
 func TestPatternIsExactInEveryType(t *testing.T) {
-	ops := []backend.Op{backend.Sum, backend.Prod, backend.Min, backend.Max, backend.Avg, backend.BAnd, backend.BOr, backend.BXor}
-	for dt := backend.Int8; dt < backend.Byte; dt++ {
+	ops := []core.Op{core.Sum, core.Prod, core.Min, core.Max, core.Avg, core.BAnd, core.BOr, core.BXor}
+	for dt := core.Int8; dt < core.Byte; dt++ {
 		for _, op := range ops {
 			if !op.ValidFor(dt) {
 				continue
 			}
 			maxN := 8
-			if op == backend.Prod && (dt == backend.Int8 || dt == backend.Uint8) {
+			if op == core.Prod && (dt == core.Int8 || dt == core.Uint8) {
 				maxN = 6 // 2^7 overflows int8
 			}
 			for n := 1; n <= maxN; n++ {
 				for i := 0; i < 4096; i++ {
 					v := Expected(dt, op, n, i)
-					if v != math.Trunc(v) && op != backend.Avg {
+					if v != math.Trunc(v) && op != core.Avg {
 						t.Fatalf("%v %v n=%d i=%d: %g is not an integer", dt, op, n, i, v)
 					}
-					if op != backend.Avg && !exactIn(dt, v) {
+					if op != core.Avg && !exactIn(dt, v) {
 						t.Fatalf("%v %v n=%d i=%d: %g is not exact in the type", dt, op, n, i, v)
 					}
 				}
@@ -38,19 +38,19 @@ func TestPatternIsExactInEveryType(t *testing.T) {
 }
 
 // exactIn reports whether the integer v is represented exactly by dt.
-func exactIn(dt backend.DType, v float64) bool {
+func exactIn(dt core.DType, v float64) bool {
 	switch dt {
-	case backend.Float16:
+	case core.Float16:
 		return math.Abs(v) <= 2048
-	case backend.BFloat16:
+	case core.BFloat16:
 		return math.Abs(v) <= 256
-	case backend.Int8:
+	case core.Int8:
 		return v >= -128 && v <= 127
-	case backend.Uint8:
+	case core.Uint8:
 		return v >= 0 && v <= 255
-	case backend.Int16:
+	case core.Int16:
 		return v >= -32768 && v <= 32767
-	case backend.Uint16:
+	case core.Uint16:
 		return v >= 0 && v <= 65535
 	}
 	return true
@@ -62,7 +62,7 @@ func TestPatternCatchesMisplacedBlocks(t *testing.T) {
 	for _, blk := range []int{1, 2, 8, 64, 1024} {
 		same := 0
 		for j := 0; j < 4096; j++ {
-			if Pattern(backend.Float32, backend.Sum, 0, j) == Pattern(backend.Float32, backend.Sum, 0, j+blk) {
+			if Pattern(core.Float32, core.Sum, 0, j) == Pattern(core.Float32, core.Sum, 0, j+blk) {
 				same++
 			}
 		}
@@ -70,7 +70,7 @@ func TestPatternCatchesMisplacedBlocks(t *testing.T) {
 			t.Errorf("block %d: %d of 4096 elements equal their shifted selves", blk, same)
 		}
 	}
-	if Pattern(backend.Float32, backend.Sum, 0, 5) == Pattern(backend.Float32, backend.Sum, 1, 5) {
+	if Pattern(core.Float32, core.Sum, 0, 5) == Pattern(core.Float32, core.Sum, 1, 5) {
 		t.Error("ranks 0 and 1 give the same element")
 	}
 }
@@ -78,7 +78,7 @@ func TestPatternCatchesMisplacedBlocks(t *testing.T) {
 // simulate runs one case naively over n ranks in memory: prepare every
 // rank's buffers, compute what the collective must leave in each recv, and
 // return the checkers and buffers.
-func simulate[T comm.Numeric](t *testing.T, op Op, dt backend.DType, redop backend.Op, n, size, root int) ([]checker[T], []bufs[T]) {
+func simulate[T comm.Numeric](t *testing.T, op Op, dt core.DType, redop core.Op, n, size, root int) ([]checker[T], []bufs[T]) {
 	t.Helper()
 	cs := Case{Op: op, Bytes: int64(size * dt.Size()), Root: root}
 	l, ok := LayoutOf(op, cs.Bytes, dt.Size(), n)
@@ -108,17 +108,17 @@ func simulate[T comm.Numeric](t *testing.T, op Op, dt backend.DType, redop backe
 		for r := 1; r < n; r++ {
 			v := idx(r)
 			switch redop {
-			case backend.Prod:
+			case core.Prod:
 				acc *= v
-			case backend.Min:
+			case core.Min:
 				acc = math.Min(acc, v)
-			case backend.Max:
+			case core.Max:
 				acc = math.Max(acc, v)
 			default:
 				acc += v
 			}
 		}
-		if redop == backend.Avg {
+		if redop == core.Avg {
 			acc /= float64(n)
 			if dt.IsInteger() {
 				acc = math.Trunc(acc)
@@ -170,10 +170,10 @@ func simulate[T comm.Numeric](t *testing.T, op Op, dt backend.DType, redop backe
 	return ks, bs
 }
 
-func testChecker[T comm.Numeric](t *testing.T, dt backend.DType) {
-	for _, redop := range []backend.Op{backend.Sum, backend.Prod, backend.Min, backend.Max, backend.Avg} {
+func testChecker[T comm.Numeric](t *testing.T, dt core.DType) {
+	for _, redop := range []core.Op{core.Sum, core.Prod, core.Min, core.Max, core.Avg} {
 		for _, op := range AllOps {
-			if !op.Reduces() && redop != backend.Sum {
+			if !op.Reduces() && redop != core.Sum {
 				continue
 			}
 			for _, n := range []int{2, 3, 4} {
@@ -202,18 +202,18 @@ func testChecker[T comm.Numeric](t *testing.T, dt backend.DType) {
 }
 
 func TestChecker(t *testing.T) {
-	testChecker[float32](t, backend.Float32)
-	testChecker[float64](t, backend.Float64)
-	testChecker[comm.Float16](t, backend.Float16)
-	testChecker[comm.BFloat16](t, backend.BFloat16)
-	testChecker[int8](t, backend.Int8)
-	testChecker[uint16](t, backend.Uint16)
-	testChecker[int64](t, backend.Int64)
+	testChecker[float32](t, core.Float32)
+	testChecker[float64](t, core.Float64)
+	testChecker[comm.Float16](t, core.Float16)
+	testChecker[comm.BFloat16](t, core.BFloat16)
+	testChecker[int8](t, core.Int8)
+	testChecker[uint16](t, core.Uint16)
+	testChecker[int64](t, core.Int64)
 }
 
 // A block delivered to the wrong rank's slot is caught.
 func TestCheckerCatchesSwappedBlocks(t *testing.T) {
-	ks, bs := simulate[float32](t, AllGather, backend.Float32, backend.Sum, 2, 64, 0)
+	ks, bs := simulate[float32](t, AllGather, core.Float32, core.Sum, 2, 64, 0)
 	blk := bs[0].l.Block
 	r0 := bs[0].recv
 	tmp := append([]float32(nil), r0[:blk]...)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/launch"
 )
 
@@ -150,7 +151,7 @@ Flags:
 // ParseCompareArgs parses commbench compare's command line.
 func ParseCompareArgs(args []string, out io.Writer) (CompareConfig, error) {
 	cfg := CompareConfig{
-		Ranks: 2, DType: backend.Float32, RedOp: backend.Sum, Runs: 3, Backend: "native",
+		Ranks: 2, DType: core.Float32, RedOp: core.Sum, Runs: 3, Backend: "native",
 		Sweep:  SweepConfig{Min: 8, Max: 64 << 20, Factor: 2, Warmup: 5, Iters: 50, Budget: 1 << 30},
 		Python: "/usr/bin/python3", MPIRun: "mpirun", MPICC: "mpicc", Timeout: 15 * time.Minute,
 		Command: "commbench compare " + joinArgs(args),

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func TestAggregate(t *testing.T) {
-	plan := Plan{DType: backend.Float32, RedOp: backend.Sum, Cases: []Case{
+	plan := Plan{DType: core.Float32, RedOp: core.Sum, Cases: []Case{
 		{Op: AllReduce, Bytes: 8, Iters: 2}, {Op: AllReduce, Bytes: 1 << 20, Iters: 2},
 		{Op: ReduceScatter, Bytes: 1 << 20, Iters: 2}, {Op: PingPong, Bytes: 1000, Iters: 1},
 	}}
@@ -111,7 +111,7 @@ func fakeRunner(name string, ours bool, us float64, order *[]string, fail func(r
 func TestCompareWith(t *testing.T) {
 	specs, _ := ParseOpSpecs("allreduce,reducescatter@64")
 	cfg := CompareConfig{
-		Ranks: 2, DType: backend.Float32, RedOp: backend.Sum, Runs: 3, Check: true,
+		Ranks: 2, DType: core.Float32, RedOp: core.Sum, Runs: 3, Check: true,
 		Sweep: SweepConfig{Ops: specs, Min: 8, Max: 64, Factor: 8, Warmup: 1, Iters: 2},
 		JSON:  t.TempDir() + "/c.json", CSV: t.TempDir() + "/c.csv", Plot: t.TempDir() + "/c.svg",
 	}
@@ -189,7 +189,7 @@ func TestCompareWith(t *testing.T) {
 
 func TestCompareWithNothingToRun(t *testing.T) {
 	specs, _ := ParseOpSpecs("allreduce")
-	cfg := CompareConfig{Ranks: 2, DType: backend.Float32, Runs: 1, Quiet: true, Sweep: SweepConfig{Ops: specs, Min: 8, Max: 8, Factor: 2, Iters: 1}}
+	cfg := CompareConfig{Ranks: 2, DType: core.Float32, Runs: 1, Quiet: true, Sweep: SweepConfig{Ops: specs, Min: 8, Max: 8, Factor: 2, Iters: 1}}
 	runners := []Runner{{Name: "x", Setup: func(context.Context) error { return errors.New("no compiler") }}}
 	err := CompareWith(context.Background(), cfg, t.TempDir(), runners, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no compiler") {

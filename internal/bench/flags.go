@@ -204,7 +204,7 @@ Flags:
 // On -h it writes the usage to out and returns ErrHelp.
 func ParseArgs(args []string, out io.Writer) (Config, error) {
 	cfg := Config{
-		Ranks: 2, Backend: "native", DType: backend.Float32, RedOp: backend.Sum,
+		Ranks: 2, Backend: "native", DType: core.Float32, RedOp: core.Sum,
 		Sweep:   SweepConfig{Min: 8, Max: 64 << 20, Factor: 2, Warmup: 5, Iters: 20},
 		Timeout: 5 * time.Minute, Command: "commbench " + strings.Join(args, " "),
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/algo"
-	"github.com/gocomm/comm/backend"
 	"github.com/gocomm/comm/core"
 )
 
@@ -22,8 +21,8 @@ func TestParseArgsDefaults(t *testing.T) {
 	want := SweepConfig{Ops: []OpSpec{{Op: AllReduce}}, Min: 8, Max: 64 << 20, Factor: 2, Warmup: 5, Iters: 20}
 	// Without --transport, commbench connects as the library does by
 	// default (auto), not over TCP.
-	if cfg.Ranks != 2 || cfg.Backend != "native" || cfg.Transport != TransportAuto || cfg.seriesSet || cfg.DType != backend.Float32 ||
-		cfg.RedOp != backend.Sum || cfg.Check || cfg.Timeout != 5*time.Minute || cfg.Series != "native/auto" ||
+	if cfg.Ranks != 2 || cfg.Backend != "native" || cfg.Transport != TransportAuto || cfg.seriesSet || cfg.DType != core.Float32 ||
+		cfg.RedOp != core.Sum || cfg.Check || cfg.Timeout != 5*time.Minute || cfg.Series != "native/auto" ||
 		len(cfg.Sweep.Ops) != 1 || cfg.Sweep.Ops[0] != want.Ops[0] || cfg.Sweep.Min != want.Min || cfg.Sweep.Max != want.Max ||
 		cfg.Sweep.Factor != 2 || cfg.Sweep.Warmup != 5 || cfg.Sweep.Iters != 20 {
 		t.Errorf("defaults = %+v", cfg)
@@ -38,7 +37,7 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Ranks != 4 || cfg.Transport != TransportInproc || cfg.Sweep.Min != 1024 || cfg.Sweep.Max != 1<<20 ||
-		cfg.Sweep.Factor != 4 || len(cfg.Sweep.Ops) != len(AllOps) || cfg.DType != backend.Float16 || cfg.RedOp != backend.Max ||
+		cfg.Sweep.Factor != 4 || len(cfg.Sweep.Ops) != len(AllOps) || cfg.DType != core.Float16 || cfg.RedOp != core.Max ||
 		cfg.Sweep.Warmup != 2 || cfg.Sweep.Iters != 7 || cfg.Sweep.Budget != 64<<20 || cfg.Sweep.Root != 3 || !cfg.Check ||
 		cfg.Algo.AllReduce != algo.Ring || cfg.Algo.Broadcast != algo.Tree || cfg.Timeout != time.Minute ||
 		cfg.Series != "mine" || cfg.JSON != "a.json" || cfg.CSV != "a.csv" || cfg.Plot != "a.svg" || !cfg.Quiet || !cfg.ranksSet || !cfg.seriesSet {
@@ -46,7 +45,7 @@ func TestParseArgs(t *testing.T) {
 	}
 	// Long spellings of nccl-tests' flags.
 	cfg, err = ParseArgs(strings.Fields("--minbytes 8 --maxbytes 8 --datatype int32 --redop prod --warmup 0 --iters 1 --check"), &bytes.Buffer{})
-	if err != nil || cfg.DType != backend.Int32 || cfg.RedOp != backend.Prod || cfg.Sweep.Iters != 1 || !cfg.Check {
+	if err != nil || cfg.DType != core.Int32 || cfg.RedOp != core.Prod || cfg.Sweep.Iters != 1 || !cfg.Check {
 		t.Errorf("long flags = %+v, %v", cfg, err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/launch"
@@ -107,7 +107,7 @@ func testCommbenchSpawns(t *testing.T, transport, series, header string) {
 // with --plan and --raw it is the gocomm series of commbench compare.
 func TestCommbenchUnderALauncher(t *testing.T) {
 	dir := t.TempDir()
-	plan := Plan{DType: backend.Int32, RedOp: backend.Max, Check: true, Cases: []Case{
+	plan := Plan{DType: core.Int32, RedOp: core.Max, Check: true, Cases: []Case{
 		{Op: AllReduce, Bytes: 64, Warmup: 1, Iters: 3}, {Op: Broadcast, Bytes: 48, Iters: 2, Root: 2}, {Op: Barrier, Iters: 2},
 	}}
 	planPath, rawPath := filepath.Join(dir, "plan.txt"), filepath.Join(dir, "raw.txt")

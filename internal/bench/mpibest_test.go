@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // What `ompi_info --param coll tuned --level 9 --parsable` prints (Open
@@ -242,7 +242,7 @@ func TestCompareWithBestOf(t *testing.T) {
 	specs, _ := ParseOpSpecs("allreduce,alltoall@64,pingpong@8")
 	dir := t.TempDir()
 	cfg := CompareConfig{
-		Ranks: 2, DType: backend.Float32, RedOp: backend.Sum, Runs: 2, Quiet: true,
+		Ranks: 2, DType: core.Float32, RedOp: core.Sum, Runs: 2, Quiet: true,
 		Sweep:    SweepConfig{Ops: specs, Min: 8, Max: 1 << 20, Factor: 1 << 17, Warmup: 1, Iters: 2},
 		JSON:     filepath.Join(dir, "c.json"),
 		CSV:      filepath.Join(dir, "c.csv"),

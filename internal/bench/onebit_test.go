@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // TestOneBitOp: --op onebit parses (with DeepSpeed's name too), stays out
@@ -26,11 +26,11 @@ func TestOneBitOp(t *testing.T) {
 		t.Errorf("onebit bus factor %v, want all-reduce's %v", got, want)
 	}
 	sc := SweepConfig{Ops: []OpSpec{{Op: OneBit}}, Min: 4, Max: 1 << 16, Factor: 8, Warmup: 1, Iters: 3}
-	if _, err := BuildPlan(sc, backend.Float64, backend.Sum, true, 2); err == nil || !strings.Contains(err.Error(), "float32") {
+	if _, err := BuildPlan(sc, core.Float64, core.Sum, true, 2); err == nil || !strings.Contains(err.Error(), "float32") {
 		t.Errorf("onebit on float64: err = %v, want one naming float32", err)
 	}
 	for n := 1; n <= 3; n++ {
-		plan, err := BuildPlan(sc, backend.Float32, backend.Sum, true, n)
+		plan, err := BuildPlan(sc, core.Float32, core.Sum, true, n)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func sampleResults() []Result {
 	mk := func(series string, op Op, size int64, sec float64, wrong int64) Result {
-		return Summarize(series, 2, backend.Float32, backend.Sum, Sample{Case: Case{Op: op, Bytes: size, Warmup: 5, Iters: 2}, Times: []float64{sec, sec}, Wrong: wrong})
+		return Summarize(series, 2, core.Float32, core.Sum, Sample{Case: Case{Op: op, Bytes: size, Warmup: 5, Iters: 2}, Times: []float64{sec, sec}, Wrong: wrong})
 	}
 	return []Result{
 		mk("a", AllReduce, 8, 12.3456e-6, 0),

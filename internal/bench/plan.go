@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // Case is one measurement: an op at one size.
@@ -58,7 +58,7 @@ const minBudgetIters = 5
 func BuildPlan(sc SweepConfig, dt comm.DType, redop comm.ReduceOp, check bool, n int) (Plan, error) {
 	p := Plan{DType: dt, RedOp: redop, Check: check}
 	switch {
-	case !dt.Valid() || dt == backend.Byte:
+	case !dt.Valid() || dt == core.Byte:
 		return p, fmt.Errorf("element type %v cannot be benchmarked", dt)
 	case n < 1:
 		return p, fmt.Errorf("%d ranks: want at least 1", n)
@@ -75,7 +75,7 @@ func BuildPlan(sc SweepConfig, dt comm.DType, redop comm.ReduceOp, check bool, n
 		if spec.Op.Reduces() && !redop.ValidFor(dt) {
 			return p, fmt.Errorf("%v cannot reduce %v with %s", spec.Op, dt, RedOpName(redop))
 		}
-		if spec.Op == OneBit && dt != backend.Float32 {
+		if spec.Op == OneBit && dt != core.Float32 {
 			return p, fmt.Errorf("onebit compresses float32 only (-d float32), not %v", dt)
 		}
 		if (spec.Op == PingPong || spec.Op == SendRecv) && n < 2 {
@@ -265,11 +265,11 @@ func trimForError(s string) string {
 
 // dtypeNames are the names ParseDType accepts besides DType.String().
 var dtypeNames = map[string]comm.DType{
-	"float": backend.Float32, "f32": backend.Float32, "fp32": backend.Float32,
-	"double": backend.Float64, "f64": backend.Float64, "fp64": backend.Float64,
-	"half": backend.Float16, "f16": backend.Float16, "fp16": backend.Float16,
-	"bf16": backend.BFloat16, "int": backend.Int32, "uint": backend.Uint32,
-	"char": backend.Int8, "uchar": backend.Uint8,
+	"float": core.Float32, "f32": core.Float32, "fp32": core.Float32,
+	"double": core.Float64, "f64": core.Float64, "fp64": core.Float64,
+	"half": core.Float16, "f16": core.Float16, "fp16": core.Float16,
+	"bf16": core.BFloat16, "int": core.Int32, "uint": core.Uint32,
+	"char": core.Int8, "uchar": core.Uint8,
 }
 
 // ParseDType parses an element type name: float32, float64, float16,
@@ -277,7 +277,7 @@ var dtypeNames = map[string]comm.DType{
 // spellings (float, double, half, bf16, int, ...).
 func ParseDType(s string) (comm.DType, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	for d := backend.Int8; d < backend.Byte; d++ {
+	for d := core.Int8; d < core.Byte; d++ {
 		if d.String() == s {
 			return d, nil
 		}
@@ -296,7 +296,7 @@ func RedOpName(op comm.ReduceOp) string { return strings.ToLower(op.String()) }
 // bor, bxor.
 func ParseRedOp(s string) (comm.ReduceOp, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	for op := backend.Sum; op <= backend.Avg; op++ {
+	for op := core.Sum; op <= core.Avg; op++ {
 		if RedOpName(op) == s {
 			return op, nil
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func sweepOf(ops string, min, max int64) SweepConfig {
@@ -18,7 +18,7 @@ func sweepOf(ops string, min, max int64) SweepConfig {
 }
 
 func TestBuildPlan(t *testing.T) {
-	p, err := BuildPlan(sweepOf("allreduce,allgather,broadcast@1K,barrier", 4, 64), backend.Float32, backend.Sum, true, 4)
+	p, err := BuildPlan(sweepOf("allreduce,allgather,broadcast@1K,barrier", 4, 64), core.Float32, core.Sum, true, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestBuildPlan(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("cases = %v\nwant    %v", got, want)
 	}
-	if !p.Check || p.DType != backend.Float32 || p.RedOp != backend.Sum {
+	if !p.Check || p.DType != core.Float32 || p.RedOp != core.Sum {
 		t.Errorf("plan header = %v %v %v", p.DType, p.RedOp, p.Check)
 	}
 	if p.MaxBytes() != 1024 {
@@ -49,7 +49,7 @@ func TestBuildPlanRoundsAndMerges(t *testing.T) {
 	// Over 3 ranks of float64, 48, 56 and 64 bytes (6, 7 and 8 elements)
 	// all round down to 3 blocks of 2 elements: one case of 48 bytes.
 	sc := SweepConfig{Ops: []OpSpec{{Op: AllToAll}}, Min: 48, Max: 64, Factor: 1, Step: 8, Warmup: 1, Iters: 1}
-	p, err := BuildPlan(sc, backend.Float64, backend.Sum, false, 3)
+	p, err := BuildPlan(sc, core.Float64, core.Sum, false, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestBuildPlanRoundsAndMerges(t *testing.T) {
 func TestBuildPlanRoot(t *testing.T) {
 	sc := sweepOf("allreduce,reduce,broadcast", 8, 8)
 	sc.Root = 2
-	p, err := BuildPlan(sc, backend.Int32, backend.Max, false, 3)
+	p, err := BuildPlan(sc, core.Int32, core.Max, false, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,21 +101,21 @@ func TestBuildPlanErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		sc   SweepConfig
-		dt   backend.DType
-		op   backend.Op
+		dt   core.DType
+		op   core.Op
 		n    int
 		want string
 	}{
-		{"bad type", ok, backend.Byte, backend.Sum, 2, "cannot be benchmarked"},
-		{"no ranks", ok, backend.Float32, backend.Sum, 0, "ranks"},
-		{"bitwise on floats", ok, backend.Float32, backend.BAnd, 2, "cannot reduce"},
-		{"pingpong alone", sweepOf("pingpong", 8, 8), backend.Float32, backend.Sum, 1, "2 ranks"},
-		{"sendrecv alone", sweepOf("sendrecv", 8, 8), backend.Float32, backend.Sum, 1, "2 ranks"},
-		{"root", func() SweepConfig { s := ok; s.Root = 2; return s }(), backend.Float32, backend.Sum, 2, "root"},
-		{"iters", func() SweepConfig { s := ok; s.Iters = 0; return s }(), backend.Float32, backend.Sum, 2, "-i"},
-		{"warmup", func() SweepConfig { s := ok; s.Warmup = -1; return s }(), backend.Float32, backend.Sum, 2, "-w"},
-		{"nothing fits", sweepOf("alltoall", 4, 4), backend.Float32, backend.Sum, 2, "no case"},
-		{"bad sweep", sweepOf("allreduce", 64, 8), backend.Float32, backend.Sum, 2, "below"},
+		{"bad type", ok, core.Byte, core.Sum, 2, "cannot be benchmarked"},
+		{"no ranks", ok, core.Float32, core.Sum, 0, "ranks"},
+		{"bitwise on floats", ok, core.Float32, core.BAnd, 2, "cannot reduce"},
+		{"pingpong alone", sweepOf("pingpong", 8, 8), core.Float32, core.Sum, 1, "2 ranks"},
+		{"sendrecv alone", sweepOf("sendrecv", 8, 8), core.Float32, core.Sum, 1, "2 ranks"},
+		{"root", func() SweepConfig { s := ok; s.Root = 2; return s }(), core.Float32, core.Sum, 2, "root"},
+		{"iters", func() SweepConfig { s := ok; s.Iters = 0; return s }(), core.Float32, core.Sum, 2, "-i"},
+		{"warmup", func() SweepConfig { s := ok; s.Warmup = -1; return s }(), core.Float32, core.Sum, 2, "-w"},
+		{"nothing fits", sweepOf("alltoall", 4, 4), core.Float32, core.Sum, 2, "no case"},
+		{"bad sweep", sweepOf("allreduce", 64, 8), core.Float32, core.Sum, 2, "below"},
 	}
 	for _, tt := range tests {
 		if _, err := BuildPlan(tt.sc, tt.dt, tt.op, false, tt.n); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -123,10 +123,10 @@ func TestBuildPlanErrors(t *testing.T) {
 		}
 	}
 	// Bitwise ops are fine on integers, and on ops that do not reduce.
-	if _, err := BuildPlan(sweepOf("allreduce,broadcast", 8, 8), backend.Int32, backend.BXor, false, 2); err != nil {
+	if _, err := BuildPlan(sweepOf("allreduce,broadcast", 8, 8), core.Int32, core.BXor, false, 2); err != nil {
 		t.Errorf("bxor on int32: %v", err)
 	}
-	if _, err := BuildPlan(sweepOf("broadcast", 8, 8), backend.Float32, backend.BXor, false, 2); err != nil {
+	if _, err := BuildPlan(sweepOf("broadcast", 8, 8), core.Float32, core.BXor, false, 2); err != nil {
 		t.Errorf("bxor on a broadcast: %v", err)
 	}
 }
@@ -135,8 +135,8 @@ func TestPlanTextRoundTrip(t *testing.T) {
 	sc := sweepOf("allreduce,reduce@1K,pingpong@8,barrier", 8, 1<<20)
 	sc.Root = 1
 	sc.Budget = 1 << 20
-	for _, dt := range []backend.DType{backend.Float32, backend.BFloat16, backend.Uint64} {
-		p, err := BuildPlan(sc, dt, backend.Max, true, 3)
+	for _, dt := range []core.DType{core.Float32, core.BFloat16, core.Uint64} {
+		p, err := BuildPlan(sc, dt, core.Max, true, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,12 +202,12 @@ func FuzzParsePlan(f *testing.F) {
 }
 
 func TestParseDTypeAndRedOp(t *testing.T) {
-	for d := backend.Int8; d < backend.Byte; d++ {
+	for d := core.Int8; d < core.Byte; d++ {
 		if got, err := ParseDType(d.String()); err != nil || got != d {
 			t.Errorf("ParseDType(%q) = %v, %v", d, got, err)
 		}
 	}
-	for in, want := range map[string]backend.DType{"float": backend.Float32, "double": backend.Float64, "half": backend.Float16, "bf16": backend.BFloat16, "FP32": backend.Float32} {
+	for in, want := range map[string]core.DType{"float": core.Float32, "double": core.Float64, "half": core.Float16, "bf16": core.BFloat16, "FP32": core.Float32} {
 		if got, err := ParseDType(in); err != nil || got != want {
 			t.Errorf("ParseDType(%q) = %v, %v; want %v", in, got, err, want)
 		}
@@ -215,7 +215,7 @@ func TestParseDTypeAndRedOp(t *testing.T) {
 	if _, err := ParseDType("byte"); err == nil {
 		t.Error("ParseDType(byte) succeeded; bytes cannot be benchmarked")
 	}
-	for op := backend.Sum; op <= backend.Avg; op++ {
+	for op := core.Sum; op <= core.Avg; op++ {
 		if got, err := ParseRedOp(RedOpName(op)); err != nil || got != op {
 			t.Errorf("ParseRedOp(%q) = %v, %v", RedOpName(op), got, err)
 		}

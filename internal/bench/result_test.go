@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 func TestStats(t *testing.T) {
@@ -32,7 +32,7 @@ func TestStats(t *testing.T) {
 
 func TestSummarize(t *testing.T) {
 	s := Sample{Case: Case{Op: AllReduce, Bytes: 1 << 20, Warmup: 5, Iters: 4}, Times: []float64{1e-3, 2e-3, 3e-3, 2e-3}, Wrong: 0}
-	r := Summarize("x", 4, backend.Float32, backend.Sum, s)
+	r := Summarize("x", 4, core.Float32, core.Sum, s)
 	want := Result{
 		Series: "x", Op: AllReduce, Bytes: 1 << 20, Count: 1 << 18, DType: "float32", RedOp: "sum", Root: -1,
 		Ranks: 4, Warmup: 5, Iters: 4, TimeUS: 2000, MinUS: 1000, MedUS: 2000, P99US: 3000, MaxUS: 3000,
@@ -42,21 +42,21 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("Summarize = %+v\nwant        %+v", r, want)
 	}
 	// Rooted ops show their root, non-reducing ops "none".
-	r = Summarize("", 2, backend.Int8, backend.Max, Sample{Case: Case{Op: Broadcast, Bytes: 8, Root: 1}, Times: []float64{1e-6}, Wrong: -1})
+	r = Summarize("", 2, core.Int8, core.Max, Sample{Case: Case{Op: Broadcast, Bytes: 8, Root: 1}, Times: []float64{1e-6}, Wrong: -1})
 	if r.Root != 1 || r.RedOp != "none" || r.Count != 8 || r.Wrong != -1 {
 		t.Errorf("broadcast row = %+v", r)
 	}
-	r = Summarize("", 2, backend.Int8, backend.Max, Sample{Case: Case{Op: Reduce, Bytes: 8, Root: 1}, Times: []float64{1e-6}})
+	r = Summarize("", 2, core.Int8, core.Max, Sample{Case: Case{Op: Reduce, Bytes: 8, Root: 1}, Times: []float64{1e-6}})
 	if r.Root != 1 || r.RedOp != "max" {
 		t.Errorf("reduce row = %+v", r)
 	}
 	// A ping-pong's time is one way: half the round trip.
-	r = Summarize("", 2, backend.Float32, backend.Sum, Sample{Case: Case{Op: PingPong, Bytes: 1000}, Times: []float64{2e-6}})
+	r = Summarize("", 2, core.Float32, core.Sum, Sample{Case: Case{Op: PingPong, Bytes: 1000}, Times: []float64{2e-6}})
 	if r.TimeUS != 1 || math.Abs(r.AlgBW-1) > 1e-12 || math.Abs(r.BusBW-1) > 1e-12 {
 		t.Errorf("pingpong row = %+v; want 1 us and 1 GB/s", r)
 	}
 	// A skipped case has no time.
-	r = Summarize("", 2, backend.Float32, backend.Sum, Sample{Case: Case{Op: ReduceScatter, Bytes: 64}, Skip: "no", Wrong: -1})
+	r = Summarize("", 2, core.Float32, core.Sum, Sample{Case: Case{Op: ReduceScatter, Bytes: 64}, Skip: "no", Wrong: -1})
 	if r.Skip != "no" || r.TimeUS != 0 || r.BusBW != 0 {
 		t.Errorf("skipped row = %+v", r)
 	}
@@ -113,12 +113,12 @@ func TestRawRoundTrip(t *testing.T) {
 // of phase.
 func TestSummarizeUsesTheLoopTime(t *testing.T) {
 	s := Sample{Case: Case{Op: AllReduce, Bytes: 8}, Times: []float64{10e-6, 130e-6, 10e-6, 130e-6}, Loop: 75e-6, Wrong: -1}
-	r := Summarize("x", 2, backend.Float32, backend.Sum, s)
+	r := Summarize("x", 2, core.Float32, core.Sum, s)
 	if r.TimeUS != 75 || r.MinUS != 10 || r.MaxUS != 130 {
 		t.Errorf("time %v min %v max %v, want 75, 10, 130", r.TimeUS, r.MinUS, r.MaxUS)
 	}
 	s.Op, s.Loop = PingPong, 0
-	if r := Summarize("x", 2, backend.Float32, backend.Sum, s); r.TimeUS != 35 {
+	if r := Summarize("x", 2, core.Float32, core.Sum, s); r.TimeUS != 35 {
 		t.Errorf("ping-pong without a loop time: %v us, want half the mean round trip, 35", r.TimeUS)
 	}
 }

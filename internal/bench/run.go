@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 	"github.com/gocomm/comm/onebit"
 )
 
@@ -34,29 +34,29 @@ func Run(ctx context.Context, c *comm.Comm, plan Plan, hooks *Hooks) ([]Sample, 
 		hooks = &Hooks{}
 	}
 	switch plan.DType {
-	case backend.Int8:
+	case core.Int8:
 		return run[int8](ctx, c, plan, hooks)
-	case backend.Int16:
+	case core.Int16:
 		return run[int16](ctx, c, plan, hooks)
-	case backend.Int32:
+	case core.Int32:
 		return run[int32](ctx, c, plan, hooks)
-	case backend.Int64:
+	case core.Int64:
 		return run[int64](ctx, c, plan, hooks)
-	case backend.Uint8:
+	case core.Uint8:
 		return run[uint8](ctx, c, plan, hooks)
-	case backend.Uint16:
+	case core.Uint16:
 		return run[uint16](ctx, c, plan, hooks)
-	case backend.Uint32:
+	case core.Uint32:
 		return run[uint32](ctx, c, plan, hooks)
-	case backend.Uint64:
+	case core.Uint64:
 		return run[uint64](ctx, c, plan, hooks)
-	case backend.Float16:
+	case core.Float16:
 		return run[comm.Float16](ctx, c, plan, hooks)
-	case backend.BFloat16:
+	case core.BFloat16:
 		return run[comm.BFloat16](ctx, c, plan, hooks)
-	case backend.Float32:
+	case core.Float32:
 		return run[float32](ctx, c, plan, hooks)
-	case backend.Float64:
+	case core.Float64:
 		return run[float64](ctx, c, plan, hooks)
 	}
 	return nil, fmt.Errorf("commbench: element type %v cannot be benchmarked", plan.DType)

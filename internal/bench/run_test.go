@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
-	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/core"
 )
 
 // runLocal runs plan on an in-process world of n ranks and returns rank
@@ -59,17 +59,17 @@ func runLocal(t *testing.T, n int, plan Plan) ([]Sample, []int, []int) {
 // expected results are what gocomm computes.
 func TestRunChecksEveryOp(t *testing.T) {
 	for _, tc := range []struct {
-		dt    backend.DType
-		redop backend.Op
+		dt    core.DType
+		redop core.Op
 		n     int
 	}{
-		{backend.Float32, backend.Sum, 2},
-		{backend.Float32, backend.Avg, 3},
-		{backend.Float16, backend.Max, 4},
-		{backend.BFloat16, backend.Sum, 3},
-		{backend.Int8, backend.Prod, 3},
-		{backend.Uint32, backend.BXor, 2},
-		{backend.Float64, backend.Min, 3},
+		{core.Float32, core.Sum, 2},
+		{core.Float32, core.Avg, 3},
+		{core.Float16, core.Max, 4},
+		{core.BFloat16, core.Sum, 3},
+		{core.Int8, core.Prod, 3},
+		{core.Uint32, core.BXor, 2},
+		{core.Float64, core.Min, 3},
 	} {
 		sc := SweepConfig{Ops: []OpSpec{{Op: AllReduce}}, Min: 4, Max: 4 << 10, Factor: 8, Warmup: 1, Iters: 2, Root: tc.n - 1}
 		sc.Ops, _ = ParseOpSpecs("all")
@@ -102,7 +102,7 @@ func TestRunChecksEveryOp(t *testing.T) {
 
 func TestRunWithoutCheck(t *testing.T) {
 	sc := SweepConfig{Ops: []OpSpec{{Op: AllReduce}}, Min: 8, Max: 8, Factor: 2, Warmup: 0, Iters: 3}
-	plan, err := BuildPlan(sc, backend.Float32, backend.Sum, false, 1)
+	plan, err := BuildPlan(sc, core.Float32, core.Sum, false, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestRunRejectsAPlanThatDoesNotFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer world[0].Close()
-	plan := Plan{DType: backend.Float32, Cases: []Case{{Op: AllToAll, Bytes: 2, Iters: 1}}}
+	plan := Plan{DType: core.Float32, Cases: []Case{{Op: AllToAll, Bytes: 2, Iters: 1}}}
 	if _, err := Run(context.Background(), world[0], plan, nil); err == nil {
 		t.Error("Run of a 2-byte float32 all-to-all succeeded")
 	}
-	if _, err := Run(context.Background(), world[0], Plan{DType: backend.Byte}, nil); err == nil {
+	if _, err := Run(context.Background(), world[0], Plan{DType: core.Byte}, nil); err == nil {
 		t.Error("Run of byte elements succeeded")
 	}
 }
