@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -54,31 +51,13 @@ func TestEveryCollectiveHasExample(t *testing.T) {
 	}
 }
 
-// exportedFuncs parses the package's non-test files (tests false) or its
-// test files (tests true) and returns their exported top-level functions
-// by name.
+// exportedFuncs returns the package's exported top-level functions by
+// name: of its test files when tests is set, else of the others.
 func exportedFuncs(t *testing.T, tests bool) map[string]*ast.FuncDecl {
 	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(".")
+	funcs, err := testkit.ExportedFuncs(".", tests)
 	if err != nil {
 		t.Fatal(err)
-	}
-	funcs := map[string]*ast.FuncDecl{}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") != tests {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.IsExported() {
-				funcs[fd.Name.Name] = fd
-			}
-		}
 	}
 	return funcs
 }
@@ -109,42 +88,12 @@ func blockingCollectives(t *testing.T, funcs map[string]*ast.FuncDecl) []string 
 	return blocking
 }
 
-// isCollective: the first two parameters are a context.Context and a *Comm.
-func isCollective(fd *ast.FuncDecl) bool {
-	var types []ast.Expr
-	for _, p := range fd.Type.Params.List {
-		n := max(len(p.Names), 1)
-		for range n {
-			types = append(types, p.Type)
-		}
-	}
-	if len(types) < 2 {
-		return false
-	}
-	sel, ok := types[0].(*ast.SelectorExpr)
-	if !ok || sel.Sel.Name != "Context" {
-		return false
-	}
-	star, ok := types[1].(*ast.StarExpr)
-	if !ok {
-		return false
-	}
-	id, ok := star.X.(*ast.Ident)
-	return ok && id.Name == "Comm"
-}
+// isCollective: the first two parameters are a context.Context and a
+// *Comm.
+func isCollective(fd *ast.FuncDecl) bool { return testkit.TakesCtxAndComm(fd) }
 
 // returnsHandle: the only result is *Work.
-func returnsHandle(fd *ast.FuncDecl) bool {
-	if fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
-		return false
-	}
-	star, ok := fd.Type.Results.List[0].Type.(*ast.StarExpr)
-	if !ok {
-		return false
-	}
-	id, ok := star.X.(*ast.Ident)
-	return ok && id.Name == "Work"
-}
+func returnsHandle(fd *ast.FuncDecl) bool { return testkit.ReturnsPointerTo(fd, "Work") }
 
 // TestStartFormsOfCoalescedInferenceAndBarrier runs the Start forms
 // issue 14 added, all in flight at once, and checks their results.

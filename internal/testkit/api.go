@@ -125,3 +125,77 @@ func CheckAPICovered(t testing.TB, dir string, cased []string, allowed map[strin
 		t.Errorf("exported API without malformed calls: %v", missing)
 	}
 }
+
+// ExportedFuncs parses the Go files of the package in dir (its test files
+// when tests is set, else the others) and returns their exported top-level
+// functions by name. The Start-form and Example checks read it.
+func ExportedFuncs(dir string, tests bool) (map[string]*ast.FuncDecl, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	funcs := map[string]*ast.FuncDecl{}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") != tests {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil && fd.Name.IsExported() {
+				funcs[fd.Name.Name] = fd
+			}
+		}
+	}
+	return funcs, nil
+}
+
+// TakesCtxAndComm reports whether fd's first two parameters are a
+// context.Context and a *Comm (the comm package's own, or comm.Comm
+// elsewhere): the shape of a collective.
+func TakesCtxAndComm(fd *ast.FuncDecl) bool {
+	var types []ast.Expr
+	for _, p := range fd.Type.Params.List {
+		for range max(len(p.Names), 1) {
+			types = append(types, p.Type)
+		}
+	}
+	if len(types) < 2 {
+		return false
+	}
+	if sel, ok := types[0].(*ast.SelectorExpr); !ok || sel.Sel.Name != "Context" {
+		return false
+	}
+	star, ok := types[1].(*ast.StarExpr)
+	return ok && typeName(star.X) == "Comm"
+}
+
+// ReturnsPointerTo reports whether fd's only result is *name or, for a
+// generic type, *name[...].
+func ReturnsPointerTo(fd *ast.FuncDecl, name string) bool {
+	if fd.Type.Results == nil || len(fd.Type.Results.List) != 1 {
+		return false
+	}
+	star, ok := fd.Type.Results.List[0].Type.(*ast.StarExpr)
+	return ok && typeName(star.X) == name
+}
+
+// typeName is the name a type expression refers to, without its package
+// or type arguments ("" for other expressions).
+func typeName(x ast.Expr) string {
+	switch t := x.(type) {
+	case *ast.Ident:
+		return t.Name
+	case *ast.SelectorExpr:
+		return t.Sel.Name
+	case *ast.IndexExpr:
+		return typeName(t.X)
+	case *ast.IndexListExpr:
+		return typeName(t.X)
+	}
+	return ""
+}
