@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -293,53 +292,6 @@ func TestMalformedCallsCoverTheAPI(t *testing.T) {
 	}
 }
 
-// malformedOutcome runs call on its own goroutine and reports a panic or
-// a hang as an error of the test's own (not comm:-prefixed).
-func malformedOutcome(call func() error) (err error, problem string) {
-	type result struct {
-		err   error
-		panic string
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- result{panic: fmt.Sprintf("panic: %v\n%s", p, debug.Stack())}
-			}
-		}()
-		done <- result{err: call()}
-	}()
-	select {
-	case r := <-done:
-		if r.panic != "" {
-			return nil, r.panic
-		}
-		if errors.Is(r.err, context.DeadlineExceeded) {
-			return r.err, "hung until the deadline: " + r.err.Error()
-		}
-		return r.err, ""
-	case <-time.After(malformedDeadline + 5*time.Second):
-		return nil, "hung: no return within the deadline"
-	}
-}
-
-// checkMalformedError reports what is wrong with err as the answer to a
-// malformed call: it must be a comm:-prefixed error wrapping want (when
-// set) and containing says.
-func checkMalformedError(err, want error, says string) string {
-	switch {
-	case err == nil:
-		return "returned no error"
-	case !strings.HasPrefix(err.Error(), "comm:"):
-		return fmt.Sprintf("error not comm:-prefixed: %v", err)
-	case want != nil && !errors.Is(err, want):
-		return fmt.Sprintf("error does not wrap %v: %v", want, err)
-	case !strings.Contains(err.Error(), says):
-		return fmt.Sprintf("error does not say %q: %v", says, err)
-	}
-	return ""
-}
-
 func malformedWorld(t *testing.T, n int) []*comm.Comm {
 	t.Helper()
 	world, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
@@ -362,7 +314,7 @@ func TestMalformedCalls(t *testing.T) {
 			peer := make(chan error, 1)
 			if mc.collective {
 				go func() {
-					err, problem := malformedOutcome(func() error { return mc.call(ctx, world[1], false) })
+					err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[1], false) })
 					if problem != "" {
 						err = errors.New(problem)
 					}
@@ -371,14 +323,14 @@ func TestMalformedCalls(t *testing.T) {
 			} else {
 				peer <- nil
 			}
-			err, problem := malformedOutcome(func() error { return mc.call(ctx, world[0], true) })
+			err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[0], true) })
 			if problem != "" {
 				t.Fatalf("rank 0: %s", problem)
 			}
 			perr := <-peer
 			switch {
 			case mc.mismatch:
-				p0, p1 := checkMalformedError(err, mc.want, mc.says), checkMalformedError(perr, mc.want, mc.says)
+				p0, p1 := testkit.CheckMalformedError(err, mc.want, mc.says), testkit.CheckMalformedError(perr, mc.want, mc.says)
 				if p0 != "" && p1 != "" {
 					t.Errorf("neither rank reported the disagreement:\n\trank 0: %s\n\trank 1: %s", p0, p1)
 				}
@@ -388,7 +340,7 @@ func TestMalformedCalls(t *testing.T) {
 					}
 				}
 			default:
-				if p := checkMalformedError(err, mc.want, mc.says); p != "" {
+				if p := testkit.CheckMalformedError(err, mc.want, mc.says); p != "" {
 					t.Errorf("rank 0: %s", p)
 				}
 				if mc.collective {
@@ -409,7 +361,7 @@ func TestMalformedCalls(t *testing.T) {
 func checkPeerOfMalformed(ctx context.Context, t *testing.T, c *comm.Comm, perr error) {
 	t.Helper()
 	if perr != nil {
-		if p := checkMalformedError(perr, nil, ""); p != "" {
+		if p := testkit.CheckMalformedError(perr, nil, ""); p != "" {
 			t.Errorf("rank 1 (well-formed call): %s", p)
 		}
 		return
@@ -474,11 +426,11 @@ func TestMalformedReceivers(t *testing.T) {
 				if v.nilCtx {
 					ctx = nil
 				}
-				err, problem := malformedOutcome(func() error { return rc.call(ctx, c) })
+				err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return rc.call(ctx, c) })
 				if problem != "" {
 					t.Fatal(problem)
 				}
-				if p := checkMalformedError(err, v.want, v.says); p != "" {
+				if p := testkit.CheckMalformedError(err, v.want, v.says); p != "" {
 					t.Error(p)
 				}
 			})
