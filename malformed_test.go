@@ -954,7 +954,7 @@ func TestMalformedCalls(t *testing.T) {
 			switch {
 			case mc.collective:
 				go func() {
-					err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[1], false) })
+					problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[1], false) })
 					if problem != "" {
 						err = errors.New(problem)
 					}
@@ -965,7 +965,7 @@ func TestMalformedCalls(t *testing.T) {
 			default:
 				peer <- nil
 			}
-			err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[0], true) })
+			problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[0], true) })
 			if problem != "" {
 				t.Fatalf("rank 0: %s", problem)
 			}
@@ -1101,7 +1101,7 @@ func TestMalformedReceivers(t *testing.T) {
 				if v.nilCtx {
 					ctx = nil
 				}
-				err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return rc.call(ctx, c) })
+				problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return rc.call(ctx, c) })
 				if problem != "" {
 					t.Fatal(problem)
 				}

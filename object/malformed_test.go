@@ -314,7 +314,7 @@ func TestMalformedCalls(t *testing.T) {
 			peer := make(chan error, 1)
 			if mc.collective {
 				go func() {
-					err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[1], false) })
+					problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[1], false) })
 					if problem != "" {
 						err = errors.New(problem)
 					}
@@ -323,7 +323,7 @@ func TestMalformedCalls(t *testing.T) {
 			} else {
 				peer <- nil
 			}
-			err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[0], true) })
+			problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return mc.call(ctx, world[0], true) })
 			if problem != "" {
 				t.Fatalf("rank 0: %s", problem)
 			}
@@ -426,7 +426,7 @@ func TestMalformedReceivers(t *testing.T) {
 				if v.nilCtx {
 					ctx = nil
 				}
-				err, problem := testkit.MalformedOutcome(malformedDeadline, func() error { return rc.call(ctx, c) })
+				problem, err := testkit.MalformedOutcome(malformedDeadline, func() error { return rc.call(ctx, c) })
 				if problem != "" {
 					t.Fatal(problem)
 				}

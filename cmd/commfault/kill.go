@@ -52,10 +52,6 @@ func localEnv(p params) []string {
 	return []string{"GOCOMM_SOCKET_HOST=127.0.0.1", "GOCOMM_TIMEOUT=" + p.timeout.String()}
 }
 
-// exited reports whether o ended without its scenario's fail line but
-// not cleanly (a crash, a non-zero status).
-func exited(o faults.Outcome) bool { return o.Fail == nil && o.Exit != nil }
-
 // killTrial is one kill -9 trial's outcome.
 type killTrial struct {
 	setupErr  error           // the job never got ready: not a trial

@@ -14,7 +14,7 @@ import (
 // call's context deadline (the call waited instead of refusing), or no
 // return within deadline plus 5 s. The malformed-call tests of every
 // package that takes user input run their cases through it.
-func MalformedOutcome(deadline time.Duration, call func() error) (err error, problem string) {
+func MalformedOutcome(deadline time.Duration, call func() error) (problem string, err error) {
 	type result struct {
 		err   error
 		panic string
@@ -31,14 +31,14 @@ func MalformedOutcome(deadline time.Duration, call func() error) (err error, pro
 	select {
 	case r := <-done:
 		if r.panic != "" {
-			return nil, r.panic
+			return r.panic, nil
 		}
 		if errors.Is(r.err, context.DeadlineExceeded) {
-			return r.err, "hung until the deadline: " + r.err.Error()
+			return "hung until the deadline: " + r.err.Error(), r.err
 		}
-		return r.err, ""
+		return "", r.err
 	case <-time.After(deadline + 5*time.Second):
-		return nil, "hung: no return within the deadline"
+		return "hung: no return within the deadline", nil
 	}
 }
 
