@@ -508,10 +508,13 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	var err error
+	if c.world == nil {
+		err = c.closeSummary() // the comms logger's report, if the program made none
+	}
 	if c.flight != nil {
 		// Before the store closes: the watcher uses it.
 		c.flight.stopWatcher()
-		err = c.flight.stopDebug()
+		err = errors.Join(err, c.flight.stopDebug())
 	}
 	err = errors.Join(err, c.be.Close())
 	c.mu.Lock()

@@ -35,6 +35,9 @@ type profiler struct {
 	// offset is this rank's clock minus the reference rank's, in
 	// nanoseconds, from the last clock exchange (0 before any).
 	offset atomic.Int64
+	// logged is set once LogSummary is called (on the world or a group):
+	// the world's Close then leaves the report to it (closeSummary).
+	logged atomic.Bool
 }
 
 // newProfiler returns the logger cfg describes, or nil when it is off.
@@ -277,6 +280,7 @@ func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) 
 	if l == nil || c.be == nil {
 		return nil
 	}
+	l.logged.Store(true)
 	if w == nil {
 		w = io.Discard
 	}
@@ -300,6 +304,38 @@ func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) 
 	if l.cfg.TraceDir != "" {
 		if _, err := p.WriteTraceFile(l.cfg.TraceDir); err != nil {
 			return fmt.Errorf("comm: LogSummary: writing the trace: %w", err)
+		}
+	}
+	return nil
+}
+
+// closeSummary is the comms logger's part of the world's Close when the
+// program never called LogSummary, so that GOCOMM_PROFILE (commrun
+// -profile) and GOCOMM_TRACE_DIR work without code changes: rank 0 prints
+// its summary table to Config.Output (os.Stderr when nil) and every rank
+// writes its trace to Config.TraceDir when set. It runs no collective, so
+// that Close never waits for peers that may be gone; the straggler
+// analysis, which needs every rank, is LogSummary's alone.
+func (c *Comm) closeSummary() error {
+	l := c.profiler()
+	if l == nil || l.logged.Load() {
+		return nil
+	}
+	if c.rank == 0 {
+		w := l.cfg.Output
+		if w == nil {
+			w = os.Stderr
+		}
+		b := &strings.Builder{}
+		fmt.Fprintf(b, "gocomm comms logger: rank 0's operations, printed at Close (call c.Profiler().LogSummary(ctx, w, true) to choose where, with a straggler analysis)\n")
+		layout := l.cfg.Layout
+		if err := profile.WriteSummary(b, profile.Summarize(l.log.Records(), layout), layout); err == nil {
+			io.WriteString(w, b.String()) // a summary that cannot be printed is no reason to fail Close
+		}
+	}
+	if l.cfg.TraceDir != "" {
+		if _, err := c.Profiler().WriteTraceFile(l.cfg.TraceDir); err != nil {
+			return fmt.Errorf("comm: Close: writing the comms logger's trace: %w", err)
 		}
 	}
 	return nil
