@@ -287,7 +287,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			runtime.SetDefaultGOMAXPROCS()
 		}
 		if cfg.logger != nil {
-			cfg.logger.Debug("bound to CPUs", "rank", cfg.rank, "local_rank", cfg.localRank, "local_size", cfg.localSize, "cpus", cpubind.Format(cfg.bindCPUs))
+			cfg.logger.Debug("comm: bound to CPUs", "local_rank", cfg.localRank, "local_size", cfg.localSize, "cpus", cpubind.Format(cfg.bindCPUs))
 		}
 	}
 	// Joining is bounded by the timeout even when ctx allows longer (a
