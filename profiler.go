@@ -128,12 +128,19 @@ func opName(k core.Kind) string {
 // returned; nothing waits or synchronises ranks on the profiler's behalf.
 func (p *profiler) instrument(ctx context.Context, req *backend.Request, w *Work) {
 	op := opName(req.Kind)
-	name, _ := ctx.Value(logNameKey{}).(string)
-	if on, set := ctx.Value(profilingKey{}).(bool); set {
-		if !on {
+	var name, parent string
+	switch v := ctx.Value(logNameKey{}).(type) {
+	case string:
+		name = v
+	case *objectSpan:
+		// A piece of an object collective: profiled as it is, under its
+		// op name, labelled with it.
+		if !v.profiled {
 			return
 		}
-	} else if !p.log.Selected(op, name) {
+		parent = v.name
+	}
+	if parent == "" && !p.selected(ctx, op, name) {
 		return
 	}
 	if name == "" {
@@ -142,10 +149,78 @@ func (p *profiler) instrument(ctx context.Context, req *backend.Request, w *Work
 	if p.cfg.Debug {
 		name += " | [Caller Func: " + callerName() + "]"
 	}
-	w.prof, w.profOp, w.profName, w.profStart = p, op, name, time.Now()
+	w.prof, w.profOp, w.profName, w.profParent, w.profStart = p, op, name, parent, time.Now()
 }
 
-func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start time.Time, lat time.Duration, err error) {
+// selected says whether an operation op, named name by WithLogName ("" if
+// not), is to be profiled: as WithProfiling says, else as the
+// configuration's selection does.
+func (p *profiler) selected(ctx context.Context, op, name string) bool {
+	if on, set := ctx.Value(profilingKey{}).(bool); set {
+		return on
+	}
+	return p.log.Selected(op, name)
+}
+
+// objectSpan is what the context of an object collective's pieces holds
+// under logNameKey (see beginObject): the collective's record name and
+// whether it is profiled, which its pieces follow.
+type objectSpan struct {
+	name     string
+	profiled bool
+}
+
+// beginObject notes that the object collective op (package object:
+// object.Broadcast...) starts on c now, root its root or -1, and returns
+// the context its pieces run under and the function that notes its end,
+// given its payload bytes on this rank and its error. The flight recorder
+// enters it, with the sequence numbers its pieces take on c; the comms
+// logger, when on and the collective is selected (by op, or the log name
+// ctx carries), records it under its name and its pieces with it as their
+// Record.Parent. Nothing of it runs in the pieces themselves.
+func (c *Comm) beginObject(ctx context.Context, op string, root int) (context.Context, func(bytes int64, err error)) {
+	rec := c.rec
+	var ticket flightTicket
+	if rec != nil {
+		ticket = rec.enterObject(op, root, c.peekSeq())
+	}
+	p := c.profiler()
+	var span *objectSpan
+	var start time.Time
+	if p != nil && ctx != nil {
+		name, _ := ctx.Value(logNameKey{}).(string)
+		span = &objectSpan{name: name, profiled: p.selected(ctx, op, name)}
+		if span.name == "" {
+			span.name = op
+		}
+		ctx = context.WithValue(ctx, logNameKey{}, span)
+		start = time.Now()
+	}
+	return ctx, func(bytes int64, err error) {
+		if rec != nil {
+			rec.exitObject(ticket, c.peekSeq()-1, err)
+		}
+		if span == nil || !span.profiled {
+			return
+		}
+		r := profile.Record{
+			Op: op, Name: span.name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
+			Bytes: bytes, TotalBytes: bytes, Root: root, Peer: -1, Start: start, Latency: time.Since(start),
+		}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		p.log.Add(r)
+		if p.verbose != nil {
+			r.AlgBW, r.BusBW = profile.Bandwidth(op, bytes, c.size, r.Latency)
+			p.verboseMu.Lock()
+			fmt.Fprintln(p.verbose, profile.FormatVerbose(r, p.cfg.Layout))
+			p.verboseMu.Unlock()
+		}
+	}
+}
+
+func (p *profiler) record(c *Comm, req *backend.Request, op, name, parent string, start time.Time, lat time.Duration, err error) {
 	var all int64
 	for _, n := range req.Counts {
 		all += int64(n)
@@ -157,7 +232,7 @@ func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start 
 	}
 	s, t := profile.MessageSizes(op, int64(len(req.Send)), recv, all)
 	r := profile.Record{
-		Op: op, Name: name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
+		Op: op, Name: name, Parent: parent, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
 		Seq: req.Seq, Bytes: s, TotalBytes: t, DType: req.DType.String(), Root: -1, Peer: -1,
 		Start: start, Latency: lat,
 	}

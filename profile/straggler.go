@@ -38,7 +38,7 @@ func ArrivalsOf(recs []Record) []Arrival {
 		if r.Seq == 0 {
 			continue
 		}
-		out = append(out, Arrival{Comm: r.Comm, Seq: r.Seq, Name: r.Name, Bytes: r.Bytes, Start: r.Start.UnixNano()})
+		out = append(out, Arrival{Comm: r.Comm, Seq: r.Seq, Name: r.Label(), Bytes: r.Bytes, Start: r.Start.UnixNano()})
 	}
 	return out
 }
