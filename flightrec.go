@@ -151,14 +151,6 @@ func (r *flightRecorder) enter(req *backend.Request) flightTicket {
 func (r *flightRecorder) enterOp(op *flightEntry) flightTicket {
 	now := time.Duration(clock.Nanos())
 	r.mu.Lock()
-	ord, _ := r.enterLocked(op, now)
-	r.mu.Unlock()
-	return flightTicket{ord: ord, enter: now}
-}
-
-// enterLocked is enterOp's work, under mu: it fills the next slot and
-// returns its ord and entry.
-func (r *flightRecorder) enterLocked(op *flightEntry, now time.Duration) (uint64, *flightEntry) {
 	r.n++
 	ord := r.n
 	e := &r.ring[ord%flightRingSize]
@@ -169,7 +161,8 @@ func (r *flightRecorder) enterLocked(op *flightEntry, now time.Duration) (uint64
 	e.root, e.peer, e.send, e.recv = op.root, op.peer, op.send, op.recv
 	e.enter, e.err = now, nil
 	r.lastSeq = max(r.lastSeq, op.seq)
-	return ord, e
+	r.mu.Unlock()
+	return flightTicket{ord: ord, enter: now}
 }
 
 // enterObject records that the object collective name (package object)
@@ -177,9 +170,18 @@ func (r *flightRecorder) enterLocked(op *flightEntry, now time.Duration) (uint64
 // exitObject needs. It has no sequence number of its own and moves no
 // bytes of its own (its pieces count them).
 func (r *flightRecorder) enterObject(name string, root int, first uint64) flightTicket {
+	// enterOp's steps, with the fields only this kind has (enterOp, on
+	// every operation's path, leaves them alone).
 	now := time.Duration(clock.Nanos())
 	r.mu.Lock()
-	ord, e := r.enterLocked(&flightEntry{kind: core.KindObject, root: int32(root), peer: -1}, now)
+	r.n++
+	ord := r.n
+	e := &r.ring[ord%flightRingSize]
+	r.retired.add(e)
+	release.Store64(&e.ord, ord)
+	e.seq, e.kind, e.dtype, e.op = 0, core.KindObject, 0, 0
+	e.root, e.peer, e.send, e.recv = int32(root), -1, 0, 0
+	e.enter, e.err = now, nil
 	e.name, e.firstSeq, e.lastSeq = name, first, 0
 	r.mu.Unlock()
 	return flightTicket{ord: ord, enter: now}
