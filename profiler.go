@@ -338,10 +338,10 @@ func (p *Profiler) Reset() {
 // have it on or off alike.
 //
 // The operations LogSummary runs itself are not recorded, and it adds no
-// barrier: call it when the operations to report on are complete. If no
-// rank of the world ever calls it, the world's Close prints rank 0's table
-// to Config.Output (stderr) and writes the traces, without the straggler
-// analysis.
+// barrier: call it when the operations to report on are complete. If this
+// process never calls it, the world's Close prints rank 0's table to
+// Config.Output (stderr) and writes this rank's trace, without the
+// straggler analysis.
 func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
 	c := p.comm()
 	if err := c.made("LogSummary"); err != nil {
