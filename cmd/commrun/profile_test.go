@@ -21,9 +21,10 @@ import (
 // profiledRank runs the profiler tests' ranks under commrun -profile.
 // "profile-no-summary" all-reduces a few times and never calls LogSummary:
 // the summary and the traces must come from Close. "straggler" enters each
-// of its all-reduces after a random pause of up to 3 ms, as every rank
-// does, so that which rank comes last is chance; the rank named by
-// COMMRUN_TEST_SLOW also pauses 10 ms more, and must be named.
+// of its all-reduces after a random pause of up to 10 ms, as every rank
+// does, so that which rank comes last is chance (the pauses are long next
+// to the scheduler's sub-millisecond favours); the rank named by
+// COMMRUN_TEST_SLOW also pauses 15 ms more, and must be named.
 func profiledRank(ctx context.Context, c *comm.Comm, role string) error {
 	buf := make([]float32, 16)
 	if role == "profile-no-summary" {
@@ -38,10 +39,10 @@ func profiledRank(ctx context.Context, c *comm.Comm, role string) error {
 	if s := os.Getenv("COMMRUN_TEST_SLOW"); s != "" {
 		slow, _ = strconv.Atoi(s)
 	}
-	for range 60 {
-		pause := rand.N(3 * time.Millisecond)
+	for range 40 {
+		pause := rand.N(10 * time.Millisecond)
 		if c.Rank() == slow {
-			pause += 10 * time.Millisecond
+			pause += 15 * time.Millisecond
 		}
 		time.Sleep(pause)
 		if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
@@ -128,7 +129,7 @@ func TestCommrunTraceDirWithoutTraces(t *testing.T) {
 var verdict = regexp.MustCompile(`(?m)^\[0\] (no straggler|straggler: rank (\d+)).*$`)
 
 // A 4-rank run whose ranks are late only by chance names no straggler;
-// one with a rank 10 ms late to every collective names it.
+// one with a rank 15 ms late to every collective names it.
 func TestCommrunStraggler(t *testing.T) {
 	for _, slow := range []int{-1, 2} {
 		var env []string
