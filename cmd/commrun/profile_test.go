@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -52,6 +53,20 @@ func profiledRank(ctx context.Context, c *comm.Comm, role string) error {
 	return c.Profiler().LogSummary(ctx, os.Stdout, true)
 }
 
+// needProfiler skips a test of the comms logger in a build without it.
+func needProfiler(t *testing.T) {
+	t.Helper()
+	w, err := comm.NewLocalWorld(1, comm.Options{Profile: &profile.Config{Enabled: true, Output: io.Discard}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := w[0].Profiler().Enabled()
+	w[0].Close()
+	if !on {
+		t.Skip("the comms logger is compiled out (-tags gocomm_noprofile)")
+	}
+}
+
 // runCommrun runs commrun with args and the test binary in role as the
 // ranks, and returns its combined output and exit status.
 func runCommrun(t *testing.T, role string, env []string, args ...string) (string, int) {
@@ -75,6 +90,7 @@ func runCommrun(t *testing.T, role string, env []string, args ...string) (string
 // Without a LogSummary call, -profile prints rank 0's table when the world
 // closes, and -trace-dir gets every rank's trace, merged.
 func TestCommrunProfileWithoutLogSummary(t *testing.T) {
+	needProfiler(t)
 	dir := t.TempDir()
 	out, code := runCommrun(t, "profile-no-summary", nil, "-n", "3", "-profile", "-trace-dir", dir)
 	if code != 0 {
@@ -131,6 +147,7 @@ var verdict = regexp.MustCompile(`(?m)^\[0\] (no straggler|straggler: rank (\d+)
 // A 4-rank run whose ranks are late only by chance names no straggler;
 // one with a rank 15 ms late to every collective names it.
 func TestCommrunStraggler(t *testing.T) {
+	needProfiler(t)
 	for _, slow := range []int{-1, 2} {
 		var env []string
 		if slow >= 0 {
