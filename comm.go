@@ -287,7 +287,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			runtime.SetDefaultGOMAXPROCS()
 		}
 		if cfg.logger != nil {
-			cfg.logger.Debug("bound to CPUs", "rank", cfg.rank, "local_rank", cfg.localRank, "local_size", cfg.localSize, "cpus", cpubind.Format(cfg.bindCPUs))
+			cfg.logger.Debug("comm: bound to CPUs", "local_rank", cfg.localRank, "local_size", cfg.localSize, "cpus", cpubind.Format(cfg.bindCPUs))
 		}
 	}
 	// Joining is bounded by the timeout even when ctx allows longer (a
@@ -508,10 +508,13 @@ func (c *Comm) Close() error {
 		return nil
 	}
 	var err error
+	if c.world == nil {
+		err = c.closeSummary() // the comms logger's report, if the program made none
+	}
 	if c.flight != nil {
 		// Before the store closes: the watcher uses it.
 		c.flight.stopWatcher()
-		err = c.flight.stopDebug()
+		err = errors.Join(err, c.flight.stopDebug())
 	}
 	err = errors.Join(err, c.be.Close())
 	c.mu.Lock()

@@ -65,6 +65,12 @@ type flightEntry struct {
 	// slot's ord.
 	end uint64
 	err error // a failed operation's error, set under mu before end
+	// An object collective (kind core.KindObject: package object, entered
+	// by enterObject, not by enterOp) has a name and the sequence numbers
+	// its pieces took on the communicator, lastSeq set when it leaves.
+	// Other entries leave these stale: they are read for that kind only.
+	name              string
+	firstSeq, lastSeq uint64
 }
 
 // flightEnd packs how an operation left: its state (2 bits), the low 8
@@ -159,6 +165,39 @@ func (r *flightRecorder) enterOp(op *flightEntry) flightTicket {
 	return flightTicket{ord: ord, enter: now}
 }
 
+// enterObject records that the object collective name (package object)
+// starts now, its pieces from sequence number first on, and returns what
+// exitObject needs. It has no sequence number of its own and moves no
+// bytes of its own (its pieces count them).
+func (r *flightRecorder) enterObject(name string, root int, first uint64) flightTicket {
+	// enterOp's steps, with the fields only this kind has (enterOp, on
+	// every operation's path, leaves them alone).
+	now := time.Duration(clock.Nanos())
+	r.mu.Lock()
+	r.n++
+	ord := r.n
+	e := &r.ring[ord%flightRingSize]
+	r.retired.add(e)
+	release.Store64(&e.ord, ord)
+	e.seq, e.kind, e.dtype, e.op = 0, core.KindObject, 0, 0
+	e.root, e.peer, e.send, e.recv = int32(root), -1, 0, 0
+	e.enter, e.err = now, nil
+	e.name, e.firstSeq, e.lastSeq = name, first, 0
+	r.mu.Unlock()
+	return flightTicket{ord: ord, enter: now}
+}
+
+// exitObject records how the object collective t entered ended, the last
+// sequence number its pieces took being last.
+func (r *flightRecorder) exitObject(t flightTicket, last uint64, err error) {
+	r.mu.Lock()
+	if e := &r.ring[t.ord%flightRingSize]; e.ord == t.ord {
+		e.lastSeq = last
+	}
+	r.mu.Unlock()
+	r.exit(t, err)
+}
+
 // inlineRecord records a communicator's inline all-reduces in its flight
 // recorder (backend.InlineRecorder: from inside the operation, entered
 // while it waits for its peers). The turn the operation holds in its
@@ -228,6 +267,12 @@ type FlightOp struct {
 	Exited    time.Time `json:"exited,omitzero"`
 	State     string    `json:"state"` // pending, done or failed
 	Error     string    `json:"error,omitempty"`
+	// An object collective (package object; Op object.Broadcast...) has no
+	// Seq: its pieces took FirstSeq to LastSeq (0 while it runs). A piece
+	// of one names it in Part.
+	FirstSeq uint64 `json:"first_seq,omitempty"`
+	LastSeq  uint64 `json:"last_seq,omitempty"`
+	Part     string `json:"part,omitempty"`
 }
 
 // FlightComm is the flight record of one communicator.
@@ -265,6 +310,9 @@ func (e *flightEntry) export(base time.Time) FlightOp {
 	}
 	if isReduction(e.kind) {
 		op.Reduce = e.op.String()
+	}
+	if e.kind == core.KindObject {
+		op.Op, op.FirstSeq, op.LastSeq = e.name, e.firstSeq, e.lastSeq
 	}
 	if state == flightFailed && e.err != nil {
 		op.Error = e.err.Error()
@@ -313,7 +361,27 @@ func (r *flightRecorder) snapshot(n int) FlightComm {
 		}
 	}
 	slices.SortFunc(fc.Pending, func(a, b FlightOp) int { return a.Entered.Compare(b.Entered) })
+	labelParts(fc.Recent, fc.Recent)
+	labelParts(fc.Pending, fc.Recent)
+	labelParts(fc.Pending, fc.Pending)
 	return fc
+}
+
+// labelParts names in ops the object collective (among objs) each
+// collective was a piece of: the one whose pieces' sequence numbers hold
+// it (from its first on, while it runs).
+func labelParts(ops, objs []FlightOp) {
+	for _, o := range objs {
+		if o.FirstSeq == 0 {
+			continue
+		}
+		for i := range ops {
+			s := ops[i].Seq
+			if s >= o.FirstSeq && (s <= o.LastSeq || o.LastSeq == 0 && o.State == flightPending.String()) {
+				ops[i].Part = o.Op
+			}
+		}
+	}
 }
 
 // flightWorld holds the recorders of a world and of its groups, and the

@@ -25,5 +25,8 @@ func init() {
 			}
 			return c.makeGroup(ctx, ranks, backend.GroupID(c.id, seq, disc))
 		},
+		Begin: func(ctx context.Context, c *Comm, op string, root int) (context.Context, func(int64, error)) {
+			return c.beginObject(ctx, op, root)
+		},
 	})
 }

@@ -35,6 +35,9 @@ type profiler struct {
 	// offset is this rank's clock minus the reference rank's, in
 	// nanoseconds, from the last clock exchange (0 before any).
 	offset atomic.Int64
+	// logged is set once LogSummary is called (on the world or a group):
+	// the world's Close then leaves the report to it (closeSummary).
+	logged atomic.Bool
 }
 
 // newProfiler returns the logger cfg describes, or nil when it is off.
@@ -125,12 +128,19 @@ func opName(k core.Kind) string {
 // returned; nothing waits or synchronises ranks on the profiler's behalf.
 func (p *profiler) instrument(ctx context.Context, req *backend.Request, w *Work) {
 	op := opName(req.Kind)
-	name, _ := ctx.Value(logNameKey{}).(string)
-	if on, set := ctx.Value(profilingKey{}).(bool); set {
-		if !on {
+	var name, parent string
+	switch v := ctx.Value(logNameKey{}).(type) {
+	case string:
+		name = v
+	case *objectSpan:
+		// A piece of an object collective: profiled as it is, under its
+		// op name, labelled with it.
+		if !v.profiled {
 			return
 		}
-	} else if !p.log.Selected(op, name) {
+		parent = v.name
+	}
+	if parent == "" && !p.selected(ctx, op, name) {
 		return
 	}
 	if name == "" {
@@ -139,10 +149,78 @@ func (p *profiler) instrument(ctx context.Context, req *backend.Request, w *Work
 	if p.cfg.Debug {
 		name += " | [Caller Func: " + callerName() + "]"
 	}
-	w.prof, w.profOp, w.profName, w.profStart = p, op, name, time.Now()
+	w.prof, w.profOp, w.profName, w.profParent, w.profStart = p, op, name, parent, time.Now()
 }
 
-func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start time.Time, lat time.Duration, err error) {
+// selected says whether an operation op, named name by WithLogName ("" if
+// not), is to be profiled: as WithProfiling says, else as the
+// configuration's selection does.
+func (p *profiler) selected(ctx context.Context, op, name string) bool {
+	if on, set := ctx.Value(profilingKey{}).(bool); set {
+		return on
+	}
+	return p.log.Selected(op, name)
+}
+
+// objectSpan is what the context of an object collective's pieces holds
+// under logNameKey (see beginObject): the collective's record name and
+// whether it is profiled, which its pieces follow.
+type objectSpan struct {
+	name     string
+	profiled bool
+}
+
+// beginObject notes that the object collective op (package object:
+// object.Broadcast...) starts on c now, root its root or -1, and returns
+// the context its pieces run under and the function that notes its end,
+// given its payload bytes on this rank and its error. The flight recorder
+// enters it, with the sequence numbers its pieces take on c; the comms
+// logger, when on and the collective is selected (by op, or the log name
+// ctx carries), records it under its name and its pieces with it as their
+// Record.Parent. Nothing of it runs in the pieces themselves.
+func (c *Comm) beginObject(ctx context.Context, op string, root int) (context.Context, func(bytes int64, err error)) {
+	rec := c.rec
+	var ticket flightTicket
+	if rec != nil {
+		ticket = rec.enterObject(op, root, c.peekSeq())
+	}
+	p := c.profiler()
+	var span *objectSpan
+	var start time.Time
+	if p != nil && ctx != nil {
+		name, _ := ctx.Value(logNameKey{}).(string)
+		span = &objectSpan{name: name, profiled: p.selected(ctx, op, name)}
+		if span.name == "" {
+			span.name = op
+		}
+		ctx = context.WithValue(ctx, logNameKey{}, span)
+		start = time.Now()
+	}
+	return ctx, func(bytes int64, err error) {
+		if rec != nil {
+			rec.exitObject(ticket, c.peekSeq()-1, err)
+		}
+		if span == nil || !span.profiled {
+			return
+		}
+		r := profile.Record{
+			Op: op, Name: span.name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
+			Bytes: bytes, TotalBytes: bytes, Root: root, Peer: -1, Start: start, Latency: time.Since(start),
+		}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		p.log.Add(r)
+		if p.verbose != nil {
+			r.AlgBW, r.BusBW = profile.Bandwidth(op, bytes, c.size, r.Latency)
+			p.verboseMu.Lock()
+			fmt.Fprintln(p.verbose, profile.FormatVerbose(r, p.cfg.Layout))
+			p.verboseMu.Unlock()
+		}
+	}
+}
+
+func (p *profiler) record(c *Comm, req *backend.Request, op, name, parent string, start time.Time, lat time.Duration, err error) {
 	var all int64
 	for _, n := range req.Counts {
 		all += int64(n)
@@ -154,7 +232,7 @@ func (p *profiler) record(c *Comm, req *backend.Request, op, name string, start 
 	}
 	s, t := profile.MessageSizes(op, int64(len(req.Send)), recv, all)
 	r := profile.Record{
-		Op: op, Name: name, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
+		Op: op, Name: name, Parent: parent, Comm: c.id, CommSize: c.size, Rank: c.rank, WorldRank: c.global[c.rank],
 		Seq: req.Seq, Bytes: s, TotalBytes: t, DType: req.DType.String(), Root: -1, Peer: -1,
 		Start: start, Latency: lat,
 	}
@@ -260,7 +338,10 @@ func (p *Profiler) Reset() {
 // have it on or off alike.
 //
 // The operations LogSummary runs itself are not recorded, and it adds no
-// barrier: call it when the operations to report on are complete.
+// barrier: call it when the operations to report on are complete. If this
+// process never calls it, the world's Close prints rank 0's table to
+// Config.Output (stderr) and writes this rank's trace, without the
+// straggler analysis.
 func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) error {
 	c := p.comm()
 	if err := c.made("LogSummary"); err != nil {
@@ -277,6 +358,7 @@ func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) 
 	if l == nil || c.be == nil {
 		return nil
 	}
+	l.logged.Store(true)
 	if w == nil {
 		w = io.Discard
 	}
@@ -300,6 +382,38 @@ func (p *Profiler) LogSummary(ctx context.Context, w io.Writer, straggler bool) 
 	if l.cfg.TraceDir != "" {
 		if _, err := p.WriteTraceFile(l.cfg.TraceDir); err != nil {
 			return fmt.Errorf("comm: LogSummary: writing the trace: %w", err)
+		}
+	}
+	return nil
+}
+
+// closeSummary is the comms logger's part of the world's Close when the
+// program never called LogSummary, so that GOCOMM_PROFILE (commrun
+// -profile) and GOCOMM_TRACE_DIR work without code changes: rank 0 prints
+// its summary table to Config.Output (os.Stderr when nil) and every rank
+// writes its trace to Config.TraceDir when set. It runs no collective, so
+// that Close never waits for peers that may be gone; the straggler
+// analysis, which needs every rank, is LogSummary's alone.
+func (c *Comm) closeSummary() error {
+	l := c.profiler()
+	if l == nil || l.logged.Load() {
+		return nil
+	}
+	if c.rank == 0 {
+		w := l.cfg.Output
+		if w == nil {
+			w = os.Stderr
+		}
+		b := &strings.Builder{}
+		fmt.Fprintf(b, "gocomm comms logger: rank 0's operations, printed at Close (call c.Profiler().LogSummary(ctx, w, true) to choose where, with a straggler analysis)\n")
+		layout := l.cfg.Layout
+		if err := profile.WriteSummary(b, profile.Summarize(l.log.Records(), layout), layout); err == nil {
+			io.WriteString(w, b.String()) // a summary that cannot be printed is no reason to fail Close
+		}
+	}
+	if l.cfg.TraceDir != "" {
+		if _, err := c.Profiler().WriteTraceFile(l.cfg.TraceDir); err != nil {
+			return fmt.Errorf("comm: Close: writing the comms logger's trace: %w", err)
 		}
 	}
 	return nil

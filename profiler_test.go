@@ -196,7 +196,9 @@ func TestProfileAsyncTimedToCompletion(t *testing.T) {
 }
 
 func TestLogSummaryNamesTheStraggler(t *testing.T) {
-	const n, late, ops = 3, 50 * time.Millisecond, 4
+	// 12 collectives: last in all of them is p = (1/3)^12, well below the
+	// test's 0.001/3; in 4 of them it would not be named.
+	const n, late, ops = 3, 50 * time.Millisecond, 12
 	world := profiledWorld(t, n, profile.Config{ClockSync: profile.ClockSyncAlways})
 	onEveryRank(t, world, func(ctx context.Context, c *comm.Comm) error {
 		buf := make([]float32, 2)
@@ -224,9 +226,9 @@ func TestLogSummaryNamesTheStraggler(t *testing.T) {
 	out := outs[0].String()
 	for _, want := range []string{
 		"Comm. Op            Message Size        Count               Total Latency(ms)",
-		"all_reduce\n                    8.0 B               4 ",
-		"straggler: rank 2 came last in 4 of 4 collectives (100%)",
-		"2 (4/4)",
+		"all_reduce\n                    8.0 B               12 ",
+		"straggler: rank 2 came last in 12 of 12 collectives (100%; expected 1/3 = 33% by chance; p = 1.9e-06)",
+		"2 (12/12)",
 		"clock offsets from rank 0 (ms): rank 1 ",
 	} {
 		if !strings.Contains(out, want) {
@@ -479,9 +481,10 @@ func TestProfileOverTCP(t *testing.T) {
 	outs := make([]bytes.Buffer, 2)
 	onEveryRank(t, world, func(ctx context.Context, c *comm.Comm) error {
 		buf := make([]float32, 1<<10)
-		for range 3 {
+		// 12 times last of 2 is p = 2.4e-4, below the test's 0.001/2.
+		for range 12 {
 			if c.Rank() == 0 {
-				time.Sleep(40 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
 			}
 			if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
 				return err
@@ -489,8 +492,8 @@ func TestProfileOverTCP(t *testing.T) {
 		}
 		return c.Profiler().LogSummary(ctx, &outs[c.Rank()], true)
 	})
-	if out := outs[0].String(); !strings.Contains(out, "                    4.0 KB              3 ") ||
-		!strings.Contains(out, "straggler: rank 0 came last in 3 of 3") {
+	if out := outs[0].String(); !strings.Contains(out, "                    4.0 KB              12 ") ||
+		!strings.Contains(out, "straggler: rank 0 came last in 12 of 12") {
 		t.Errorf("summary over TCP:\n%s", out)
 	}
 }

@@ -41,10 +41,11 @@ type Work struct {
 	pooled bool
 	// The comms logger's timing of this operation (profiler.go); prof is
 	// nil when it is not profiled.
-	prof      *profiler
-	profOp    string
-	profName  string
-	profStart time.Time
+	prof       *profiler
+	profOp     string
+	profName   string
+	profParent string // the object collective it is a piece of, if any
+	profStart  time.Time
 }
 
 // The blocking forms of every operation are their Start forms run in
@@ -124,7 +125,7 @@ func (w *Work) execute() {
 		w.post()
 	}
 	if profileHook && w.prof != nil {
-		w.prof.record(w.c, w.req, w.profOp, w.profName, w.profStart, time.Since(w.profStart), w.err)
+		w.prof.record(w.c, w.req, w.profOp, w.profName, w.profParent, w.profStart, time.Since(w.profStart), w.err)
 	}
 	w.ctx = nil
 }

@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gocomm/comm/profile"
 )
@@ -55,7 +57,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	var profiling bool
 	var traceDir string
 	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Profiler.LogSummary")
-	fs.StringVar(&traceDir, "trace-dir", "", "with the logger on, every rank writes a Chrome/Perfetto trace here (GOCOMM_TRACE_DIR); commrun merges them at the end")
+	fs.StringVar(&traceDir, "trace-dir", "", "switch the logger on and have every rank write a Chrome/Perfetto trace here (GOCOMM_TRACE_DIR) when it closes its world or calls Profiler.LogSummary; commrun merges them at the end and fails if none was written")
 	// torchrun's spellings.
 	fs.Var(nprocs, "nproc_per_node", "same as -n")
 	fs.IntVar(&cfg.NodeRank, "node_rank", 0, "same as --node-rank")
@@ -96,10 +98,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 			cfg.Env = append(cfg.Env, profile.EnvTraceDir+"="+abs)
 		}
 	}
+	start := time.Now()
 	err := Run(ctx, cfg)
 	if traceDir != "" {
-		if merged, merr := profile.MergeTraceDir(traceDir); merr != nil {
-			fmt.Fprintf(stderr, "commrun: merging the traces in %s: %v\n", traceDir, merr)
+		if merged, merr := mergeTraces(traceDir, start); merr != nil {
+			fmt.Fprintf(stderr, "commrun: -trace-dir %s: %v\n", traceDir, merr)
+			if err == nil {
+				return 1 // asked for traces and got none: not a success
+			}
 		} else {
 			fmt.Fprintf(stderr, "commrun: merged trace (open in https://ui.perfetto.dev): %s\n", merged)
 		}
@@ -148,4 +154,37 @@ func (f *nprocsFlag) Set(s string) error {
 		f.cfg.NProcsPerNode = counts
 	}
 	return nil
+}
+
+// mergeTraces merges the rank traces written in dir since start into
+// dir/profile.MergedTraceName and returns its path. Older files are an
+// earlier run's and are left out; it is an error if no rank wrote one.
+func mergeTraces(dir string, start time.Time) (string, error) {
+	why := "no rank wrote a trace file there: ranks write theirs when they close their world (Comm.Close) or call " +
+		"Profiler.LogSummary, with the comms logger on (commrun sets GOCOMM_PROFILE=1 and GOCOMM_TRACE_DIR; a program " +
+		"that sets Options.Profile itself must set its TraceDir)"
+	files, err := profile.TraceFiles([]string{dir})
+	if errors.Is(err, profile.ErrTrace) {
+		return "", errors.New(why)
+	}
+	if err != nil {
+		return "", err
+	}
+	// Modification times may be truncated to the second.
+	cut := start.Add(-time.Second)
+	var fresh []string
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && !st.ModTime().Before(cut) {
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) == 0 {
+		return "", fmt.Errorf("%s (its %d trace files are older than this run)", why, len(files))
+	}
+	var buf bytes.Buffer
+	if err := profile.MergeTraceFiles(&buf, fresh); err != nil {
+		return "", fmt.Errorf("merging the traces: %w", err)
+	}
+	out := filepath.Join(dir, profile.MergedTraceName)
+	return out, os.WriteFile(out, buf.Bytes(), 0o644)
 }

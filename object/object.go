@@ -29,11 +29,14 @@ func decode[T any](data []byte, from int) (T, error) {
 
 // Broadcast sets *v on every rank to root's *v. If root cannot encode *v,
 // every rank returns an *Error saying why.
-func Broadcast[T any](ctx context.Context, c *comm.Comm, v *T, root int) error {
+func Broadcast[T any](ctx context.Context, c *comm.Comm, v *T, root int) (err error) {
 	const op = "object.Broadcast"
 	if err := hooks.Usable(c, op); err != nil {
 		return err
 	}
+	ctx, end := hooks.Begin(ctx, c, op, root)
+	size := []int64{0}
+	defer func() { end(max(size[0], 0), err) }()
 	if v == nil {
 		// Any rank's nil fails every rank at once, as a collective's bad
 		// argument does: the others must not wait for this one.
@@ -41,7 +44,6 @@ func Broadcast[T any](ctx context.Context, c *comm.Comm, v *T, root int) error {
 	}
 	rank := c.Rank()
 	var data []byte
-	size := []int64{0}
 	var fail *Error
 	if rank == root {
 		var err error
@@ -95,8 +97,15 @@ func Broadcast[T any](ctx context.Context, c *comm.Comm, v *T, root int) error {
 
 // AllGather returns every rank's v, in rank order, on every rank. If a
 // rank cannot encode its v, every rank returns an *Error naming it.
-func AllGather[T any](ctx context.Context, c *comm.Comm, v T) ([]T, error) {
-	data, sizes, err := encodeAndShareSizes(ctx, c, "object.AllGather", v, 0)
+func AllGather[T any](ctx context.Context, c *comm.Comm, v T) (_ []T, err error) {
+	const op = "object.AllGather"
+	if err := hooks.Usable(c, op); err != nil {
+		return nil, err
+	}
+	ctx, end := hooks.Begin(ctx, c, op, -1)
+	var data []byte
+	defer func() { end(int64(len(data)), err) }()
+	data, sizes, err := encodeAndShareSizes(ctx, c, op, v, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +119,15 @@ func AllGather[T any](ctx context.Context, c *comm.Comm, v T) ([]T, error) {
 
 // Gather returns every rank's v, in rank order, on root (nil elsewhere).
 // If a rank cannot encode its v, every rank returns an *Error naming it.
-func Gather[T any](ctx context.Context, c *comm.Comm, v T, root int) ([]T, error) {
-	data, sizes, err := encodeAndShareSizes(ctx, c, "object.Gather", v, root)
+func Gather[T any](ctx context.Context, c *comm.Comm, v T, root int) (_ []T, err error) {
+	const op = "object.Gather"
+	if err := hooks.Usable(c, op); err != nil {
+		return nil, err
+	}
+	ctx, end := hooks.Begin(ctx, c, op, root)
+	var data []byte
+	defer func() { end(int64(len(data)), err) }()
+	data, sizes, err := encodeAndShareSizes(ctx, c, op, v, root)
 	if err != nil {
 		return nil, err
 	}
@@ -132,12 +148,15 @@ func Gather[T any](ctx context.Context, c *comm.Comm, v T, root int) ([]T, error
 // Scatter hands vs[r] of root to rank r; vs is read on root only
 // (len(vs) == Size()). If root's vs has the wrong length or a value it
 // cannot encode, every rank returns an *Error naming root and why.
-func Scatter[T any](ctx context.Context, c *comm.Comm, vs []T, root int) (T, error) {
+func Scatter[T any](ctx context.Context, c *comm.Comm, vs []T, root int) (_ T, err error) {
 	const op = "object.Scatter"
 	var zero T
 	if err := hooks.Usable(c, op); err != nil {
 		return zero, err
 	}
+	ctx, end := hooks.Begin(ctx, c, op, root)
+	var mine []byte
+	defer func() { end(int64(len(mine)), err) }()
 	sizes := make([]int64, c.Size())
 	var all []byte
 	var fail *Error
@@ -160,7 +179,7 @@ func Scatter[T any](ctx context.Context, c *comm.Comm, vs []T, root int) (T, err
 		return zero, err
 	}
 	counts, _ := countsOf(sizes)
-	mine := make([]byte, counts[c.Rank()])
+	mine = make([]byte, counts[c.Rank()])
 	if err := comm.ScatterV(ctx, c, all, mine, counts, root); err != nil {
 		return zero, err
 	}

@@ -126,7 +126,7 @@ func AllReduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, 
 	return reduce(ctx, c, v, f, 0, true, opts)
 }
 
-func reduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, root int, all bool, opts []ReduceOption) (T, error) {
+func reduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, root int, all bool, opts []ReduceOption) (_ T, err error) {
 	var zero T
 	var cfg reduceConfig
 	for _, o := range opts {
@@ -141,7 +141,13 @@ func reduce[T any](ctx context.Context, c *comm.Comm, v T, f func(a, b T) T, roo
 	if err := hooks.Usable(c, op); err != nil {
 		return zero, err
 	}
+	recRoot := root
+	if all {
+		recRoot = -1
+	}
+	ctx, end := hooks.Begin(ctx, c, op, recRoot)
 	var data []byte
+	defer func() { end(int64(len(data)), err) }()
 	var local *Error
 	if !all && (root < 0 || root >= c.Size()) {
 		err := fmt.Errorf("%w: root %d out of range [0,%d)", comm.ErrInvalid, root, c.Size())

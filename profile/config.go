@@ -68,13 +68,16 @@ type Config struct {
 	// Layout chooses the summary's bandwidth units and column titles
 	// ("layout": "gbs" or "deepspeed").
 	Layout Layout
-	// TraceDir, when set, is where LogSummary writes this rank's trace
+	// TraceDir, when set, is where LogSummary writes this rank's trace,
+	// or the world's Close when the program never called LogSummary
 	// ("trace_dir").
 	TraceDir string
 	// ClockSync says when the straggler analysis estimates clock offsets
 	// between ranks ("clock_sync": "auto", "always" or "off").
 	ClockSync ClockSync
-	// Output receives the verbose lines; nil is os.Stderr.
+	// Output receives the verbose lines, and the summary that the world's
+	// Close prints on rank 0 when the program never called LogSummary;
+	// nil is os.Stderr.
 	Output io.Writer
 }
 

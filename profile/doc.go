@@ -19,10 +19,13 @@
 //	GOCOMM_PROFILE_VERBOSE=1               a line per op on world rank 0
 //	GOCOMM_PROFILE_DEBUG=1                 the caller's name in every record name
 //	GOCOMM_PROFILE_LAYOUT=deepspeed        DeepSpeed's Gbps columns in the summary
-//	GOCOMM_TRACE_DIR=/tmp/trace            LogSummary leaves each rank's trace there
+//	GOCOMM_TRACE_DIR=/tmp/trace            LogSummary (or Close) leaves each rank's trace there
 //
 // Then, at the end of the run, every rank calls c.Profiler().LogSummary; rank
-// 0 prints the table, and with straggler analysis every rank takes part.
+// 0 prints the table, and with straggler analysis every rank takes part. A
+// program that never calls it gets rank 0's table on Config.Output (stderr)
+// and every rank's trace when it closes its world; not the straggler
+// analysis, a collective that Close must not wait on.
 //
 // # Records and formulas
 //
@@ -67,7 +70,15 @@
 // when it entered each collective (communicator, sequence number); the
 // analysis gathers those arrivals on rank 0, matches them and reports per
 // op and size the skew (last arrival minus first) and the rank that came
-// last most often, per rank how late it was, and names the straggler.
+// last most often, per rank how late it was and how often it would have
+// come last by chance, and names a straggler only when one came last
+// significantly more often than chance (LastPValue below StragglerAlpha/N
+// for N ranks, at least StragglerMinLast times); else it says "no
+// straggler".
+//
+// Object collectives (package object) are recorded under their own names
+// (object.Broadcast ...), and the operations they run, with the
+// collective as their Record.Parent: the summary nests them under it.
 // Ranks on one host share its clock. Ranks on other hosts are compared
 // after an NTP-style ping exchange with rank 0 (EstimateOffset), whose error
 // is at most half the shortest round trip; ClockSyncOff trusts the hosts'

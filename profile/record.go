@@ -49,6 +49,12 @@ type Record struct {
 	// appended in debug mode. The summary groups records by Name.
 	Op   string `json:"op"`
 	Name string `json:"name"`
+	// Parent is, for an operation run as a piece of an object collective
+	// (package object: the broadcast of sizes, the all_gather_v of
+	// payloads...), that collective's name (object.Broadcast, ...); "" for
+	// an operation the program called itself. The object collective has a
+	// record of its own, under its name, with no sequence number.
+	Parent string `json:"parent,omitempty"`
 	// Comm identifies the communicator (equal on every member rank);
 	// CommSize is its size, the n of the bandwidth formulas.
 	Comm     uint64 `json:"comm"`
@@ -199,6 +205,7 @@ type entry struct {
 	comm, seq                 uint64
 	bytes, total              int64
 	op, name, dtype, alg, err uint32
+	parent                    uint32
 	commSize, rank, world     int32
 	root, peer                int32
 }
@@ -239,6 +246,7 @@ func (l *Logger) Add(r Record) {
 		start: r.Start.UnixNano(), latency: int64(r.Latency), comm: r.Comm, seq: r.Seq,
 		bytes: r.Bytes, total: r.TotalBytes,
 		op: l.intern(r.Op), name: l.intern(r.Name), dtype: l.intern(r.DType), alg: l.intern(r.Algorithm), err: l.intern(r.Err),
+		parent:   l.intern(r.Parent),
 		commSize: int32(r.CommSize), rank: int32(r.Rank), world: int32(r.WorldRank), root: int32(r.Root), peer: int32(r.Peer),
 	}
 	last := len(l.chunks) - 1
@@ -276,7 +284,7 @@ func (l *Logger) Records() []Record {
 			op, lat := l.strs[e.op], time.Duration(e.latency)
 			alg, bus := Bandwidth(op, e.total, int(e.commSize), lat)
 			out = append(out, Record{
-				Op: op, Name: l.strs[e.name], Comm: e.comm, CommSize: int(e.commSize),
+				Op: op, Name: l.strs[e.name], Parent: l.strs[e.parent], Comm: e.comm, CommSize: int(e.commSize),
 				Rank: int(e.rank), WorldRank: int(e.world), Seq: e.seq, Bytes: e.bytes, TotalBytes: e.total,
 				DType: l.strs[e.dtype], Algorithm: l.strs[e.alg], Root: int(e.root), Peer: int(e.peer),
 				Start: time.Unix(0, e.start), Latency: lat, AlgBW: alg, BusBW: bus,
@@ -301,4 +309,13 @@ func (l *Logger) Reset() {
 	// Interned strings stay: they are few (names, types, algorithms) unless
 	// many operations failed.
 	l.mu.Unlock()
+}
+
+// Label is the record's name as reports print it: Name, after its Parent
+// when it has one ("object.Broadcast > broadcast").
+func (r Record) Label() string {
+	if r.Parent == "" {
+		return r.Name
+	}
+	return r.Parent + " > " + r.Name
 }

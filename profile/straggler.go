@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -37,7 +38,7 @@ func ArrivalsOf(recs []Record) []Arrival {
 		if r.Seq == 0 {
 			continue
 		}
-		out = append(out, Arrival{Comm: r.Comm, Seq: r.Seq, Name: r.Name, Bytes: r.Bytes, Start: r.Start.UnixNano()})
+		out = append(out, Arrival{Comm: r.Comm, Seq: r.Seq, Name: r.Label(), Bytes: r.Bytes, Start: r.Start.UnixNano()})
 	}
 	return out
 }
@@ -65,6 +66,58 @@ type RankLateness struct {
 	LastCount int     `json:"last_count"`
 	TotalLate float64 `json:"total_late_ms"`
 	AvgLate   float64 `json:"avg_late_ms"`
+	// Expected is how often the rank would come last by chance: the sum
+	// over its collectives of 1/n for n ranks taking part. PValue is the
+	// chance of coming last LastCount times or more by chance (LastPValue).
+	Expected float64 `json:"expected_last"`
+	PValue   float64 `json:"p_value"`
+}
+
+// The straggler test: a rank is named only when it came last at least
+// StragglerMinLast times and its LastPValue is below StragglerAlpha
+// divided by the number of ranks tested (Bonferroni: the chance that any
+// of N punctual ranks is named stays under StragglerAlpha).
+const (
+	StragglerAlpha   = 0.001
+	StragglerMinLast = 5
+)
+
+// LastPValue is the one-sided p-value of a rank coming last k times or
+// more in n collectives when it would by chance with probability p in
+// each: the binomial upper tail P(X >= k), X ~ B(n, p). When the
+// collectives had different numbers of ranks, p is the mean chance; by
+// Hoeffding's inequality for sums of unequal Bernoulli trials the tail
+// computed so is never smaller than the true one for k >= n*p + 1, so the
+// test stays conservative.
+func LastPValue(k, n int, p float64) float64 {
+	switch {
+	case k <= 0:
+		return 1
+	case k > n:
+		return 0
+	case p <= 0:
+		return 0
+	case p >= 1:
+		return 1
+	}
+	lp, lq := math.Log(p), math.Log1p(-p)
+	lgn, _ := math.Lgamma(float64(n) + 1)
+	sum := 0.0
+	for j := k; j <= n; j++ {
+		lgj, _ := math.Lgamma(float64(j) + 1)
+		lgr, _ := math.Lgamma(float64(n-j) + 1)
+		term := math.Exp(lgn - lgj - lgr + float64(j)*lp + float64(n-j)*lq)
+		sum += term
+		if float64(j) > float64(n)*p && term < sum*1e-17 {
+			break // past the mode the terms only shrink
+		}
+	}
+	return min(sum, 1)
+}
+
+// significant says whether l is a straggler among tested ranks.
+func (l RankLateness) significant(tested int) bool {
+	return l.LastCount >= StragglerMinLast && l.PValue < StragglerAlpha/float64(max(tested, 1))
 }
 
 // ClockOffset is the estimated clock offset of a rank from the reference.
@@ -80,9 +133,14 @@ type StragglerReport struct {
 	Ops   int            `json:"ops"`
 	Rows  []StragglerRow `json:"rows"`
 	Ranks []RankLateness `json:"ranks"`
-	// Straggler is the world rank that came last most often (ties go to the
-	// one that was later in total), -1 when no collective was analysed.
+	// Straggler is the world rank that came last significantly more often
+	// than chance (see StragglerAlpha; of several, the one with the lowest
+	// p-value, then the one later in total), -1 when none did.
 	Straggler int `json:"straggler"`
+	// MostLast is the world rank that came last most often (ties go to the
+	// one later in total), significant or not; -1 when no collective was
+	// analysed.
+	MostLast int `json:"most_last"`
 	// Offsets lists the clock offsets that were estimated (none when every
 	// rank shares a host, or with ClockSyncOff).
 	Offsets []ClockOffset `json:"offsets,omitempty"`
@@ -134,7 +192,7 @@ func AnalyzeArrivals(ranks []RankArrivals) StragglerReport {
 	var names []string
 	sizes := map[string][]int64{}
 	late := map[int]*RankLateness{}
-	rep := StragglerReport{Straggler: -1}
+	rep := StragglerReport{Straggler: -1, MostLast: -1}
 	for _, k := range order {
 		o := ops[k]
 		if len(o.arrived) < 2 {
@@ -171,6 +229,7 @@ func AnalyzeArrivals(ranks []RankArrivals) StragglerReport {
 				late[a.rank] = l
 			}
 			l.Ops++
+			l.Expected += 1 / float64(len(o.arrived))
 			l.TotalLate += float64(a.t-first.t) / 1e6
 			if a.rank == last.rank {
 				l.LastCount++
@@ -196,21 +255,32 @@ func AnalyzeArrivals(ranks []RankArrivals) StragglerReport {
 	}
 	for _, l := range late {
 		l.AvgLate = l.TotalLate / float64(l.Ops)
+		l.PValue = LastPValue(l.LastCount, l.Ops, l.Expected/float64(l.Ops))
 		rep.Ranks = append(rep.Ranks, *l)
 	}
 	sort.Slice(rep.Ranks, func(i, j int) bool { return rep.Ranks[i].Rank < rep.Ranks[j].Rank })
-	best := -1
+	most, strag := -1, -1
 	for i, l := range rep.Ranks {
 		if l.LastCount == 0 {
 			continue
 		}
-		if best < 0 || l.LastCount > rep.Ranks[best].LastCount ||
-			l.LastCount == rep.Ranks[best].LastCount && l.TotalLate > rep.Ranks[best].TotalLate {
-			best = i
+		if most < 0 || l.LastCount > rep.Ranks[most].LastCount ||
+			l.LastCount == rep.Ranks[most].LastCount && l.TotalLate > rep.Ranks[most].TotalLate {
+			most = i
+		}
+		if !l.significant(len(rep.Ranks)) {
+			continue
+		}
+		if strag < 0 || l.PValue < rep.Ranks[strag].PValue ||
+			l.PValue == rep.Ranks[strag].PValue && l.TotalLate > rep.Ranks[strag].TotalLate {
+			strag = i
 		}
 	}
-	if best >= 0 {
-		rep.Straggler = rep.Ranks[best].Rank
+	if most >= 0 {
+		rep.MostLast = rep.Ranks[most].Rank
+	}
+	if strag >= 0 {
+		rep.Straggler = rep.Ranks[strag].Rank
 	}
 	return rep
 }
@@ -232,19 +302,25 @@ func WriteStraggler(w io.Writer, rep StragglerReport) error {
 		fmt.Fprintf(b, "%-20s%-20s%-20d%-20.2f%-20.2f%-20.2f%-20s\n", " ", ConvertSize(r.Bytes), r.Count,
 			r.TotalSkew, r.AvgSkew, r.MaxSkew, fmt.Sprintf("%d (%d/%d)", r.Last, r.LastCount, r.Count))
 	}
-	fmt.Fprintf(b, "%-20s%-20s%-20s%-20s%-20s\n", "Rank", "Ops", "Last (times)", "Total late(ms)", "Avg late(ms)")
+	fmt.Fprintf(b, "%-20s%-20s%-20s%-20s%-20s%-20s%-20s\n", "Rank", "Ops", "Last (times)", "Total late(ms)", "Avg late(ms)",
+		"Last by chance", "p-value")
 	for _, l := range rep.Ranks {
-		fmt.Fprintf(b, "%-20d%-20d%-20d%-20.2f%-20.2f\n", l.Rank, l.Ops, l.LastCount, l.TotalLate, l.AvgLate)
+		fmt.Fprintf(b, "%-20d%-20d%-20d%-20.2f%-20.2f%-20.1f%-20.2g\n", l.Rank, l.Ops, l.LastCount, l.TotalLate, l.AvgLate,
+			l.Expected, l.PValue)
 	}
-	if rep.Straggler < 0 {
-		b.WriteString("straggler: none (no collective was seen by two or more ranks)\n")
-	} else {
-		for _, l := range rep.Ranks {
-			if l.Rank == rep.Straggler {
-				fmt.Fprintf(b, "straggler: rank %d came last in %d of %d collectives (%.0f%%), %.2f ms after the first rank on average\n",
-					l.Rank, l.LastCount, rep.Ops, 100*float64(l.LastCount)/float64(max(rep.Ops, 1)), l.AvgLate)
-			}
-		}
+	rule := fmt.Sprintf("a rank is named when it came last at least %d times and a one-sided binomial test gives p < %g/%d ranks",
+		StragglerMinLast, StragglerAlpha, len(rep.Ranks))
+	switch {
+	case rep.Ops == 0:
+		b.WriteString("no straggler: no collective was seen by two or more ranks\n")
+	case rep.Straggler >= 0:
+		l := rep.rank(rep.Straggler)
+		fmt.Fprintf(b, "straggler: rank %d came last in %d of %d collectives (%.0f%%; %s; p = %.2g), %.2f ms after the first rank on average (%s)\n",
+			l.Rank, l.LastCount, l.Ops, pct(l.LastCount, l.Ops), l.expected(), l.PValue, l.AvgLate, rule)
+	default:
+		l := rep.rank(rep.MostLast)
+		fmt.Fprintf(b, "no straggler: no rank came last significantly more often than chance; most often rank %d, in %d of %d collectives (%.0f%%; %s; p = %.2g) (%s)\n",
+			l.Rank, l.LastCount, l.Ops, pct(l.LastCount, l.Ops), l.expected(), l.PValue, rule)
 	}
 	if len(rep.Offsets) > 0 {
 		b.WriteString("clock offsets from rank 0 (ms):")
@@ -255,6 +331,30 @@ func WriteStraggler(w io.Writer, rep StragglerReport) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func (rep *StragglerReport) rank(r int) RankLateness {
+	for _, l := range rep.Ranks {
+		if l.Rank == r {
+			return l
+		}
+	}
+	return RankLateness{Rank: r}
+}
+
+func pct(k, n int) float64 { return 100 * float64(k) / float64(max(n, 1)) }
+
+// expected says how often l would come last by chance: "expected 1/4 =
+// 25%" when each of its collectives had 4 ranks, else the mean chance.
+func (l RankLateness) expected() string {
+	if l.Ops == 0 {
+		return "expected 0%"
+	}
+	p := l.Expected / float64(l.Ops)
+	if n := math.Round(1 / p); n >= 2 && math.Abs(n*l.Expected-float64(l.Ops)) < 1e-6 {
+		return fmt.Sprintf("expected 1/%d = %.0f%% by chance", int(n), 100*p)
+	}
+	return fmt.Sprintf("expected %.0f%% by chance (1/n of each collective's n ranks)", 100*p)
 }
 
 // PingSample is one round trip of a clock exchange between a reference

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -70,9 +71,12 @@ func TrimMean(x []float64) float64 {
 
 // Row is one line of the summary: the records of one name and message size.
 type Row struct {
-	Name  string `json:"name"`
-	Bytes int64  `json:"bytes"`
-	Count int    `json:"count"`
+	Name string `json:"name"`
+	// Parent is the object collective these records were pieces of (see
+	// Record.Parent), "" for top-level rows.
+	Parent string `json:"parent,omitempty"`
+	Bytes  int64  `json:"bytes"`
+	Count  int    `json:"count"`
 	// TotalLatency is the sum of the latencies, AvgLatency their TrimMean,
 	// in milliseconds.
 	TotalLatency float64 `json:"total_latency_ms"`
@@ -85,25 +89,38 @@ type Row struct {
 
 // Summarize groups the successful records by name (in the order each name
 // first appears) and message size (ascending), as DeepSpeed's log_all does.
+// The pieces of object collectives (Record.Parent) are grouped apart, by
+// parent, name and size, and their rows follow their parent's.
 func Summarize(recs []Record, layout Layout) []Row {
+	type group struct{ parent, name string }
 	type key struct {
-		name  string
+		group
 		bytes int64
 	}
-	var names []string
-	sizes := map[string][]int64{}
+	var tops []string
+	topSeen := map[string]bool{}
+	children := map[string][]string{}
+	sizes := map[group][]int64{}
 	lists := map[key]*struct{ lat, alg, bus []float64 }{}
 	for _, r := range recs {
 		if r.Err != "" {
 			continue
 		}
-		k := key{r.Name, r.Bytes}
+		g := group{r.Parent, r.Name}
+		k := key{g, r.Bytes}
 		l := lists[k]
 		if l == nil {
-			if _, seen := sizes[r.Name]; !seen {
-				names = append(names, r.Name)
+			if _, seen := sizes[g]; !seen {
+				top := cmp.Or(r.Parent, r.Name)
+				if !topSeen[top] {
+					topSeen[top] = true
+					tops = append(tops, top)
+				}
+				if r.Parent != "" {
+					children[r.Parent] = append(children[r.Parent], r.Name)
+				}
 			}
-			sizes[r.Name] = append(sizes[r.Name], r.Bytes)
+			sizes[g] = append(sizes[g], r.Bytes)
 			l = &struct{ lat, alg, bus []float64 }{}
 			lists[k] = l
 		}
@@ -116,19 +133,25 @@ func Summarize(recs []Record, layout Layout) []Row {
 		l.bus = append(l.bus, bus)
 	}
 	var rows []Row
-	for _, name := range names {
-		ss := sizes[name]
+	add := func(g group) {
+		ss := sizes[g]
 		slices.Sort(ss)
 		for _, b := range ss {
-			l := lists[key{name, b}]
+			l := lists[key{g, b}]
 			total := 0.0
 			for _, v := range l.lat {
 				total += v
 			}
 			rows = append(rows, Row{
-				Name: name, Bytes: b, Count: len(l.lat), TotalLatency: total,
+				Name: g.name, Parent: g.parent, Bytes: b, Count: len(l.lat), TotalLatency: total,
 				AvgLatency: TrimMean(l.lat), AlgBW: TrimMean(l.alg), BusBW: TrimMean(l.bus),
 			})
+		}
+	}
+	for _, top := range tops {
+		add(group{"", top})
+		for _, child := range children[top] {
+			add(group{top, child})
 		}
 	}
 	return rows
@@ -138,7 +161,8 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // WriteSummary prints rows as DeepSpeed's log_summary does: seven
 // left-aligned columns of 20 characters, a line with each record name, then
-// one line per message size with the first column blank. The bandwidth
+// one line per message size with the first column blank. The pieces of an
+// object collective follow it, each name on a line "  > name". The bandwidth
 // titles are "algbw_avg (GB/s)" and "busbw_avg (GB/s)", or DeepSpeed's
 // "tput_avg (Gbps)" and "busbw_avg (Gbps)" in LayoutDeepSpeed.
 func WriteSummary(w io.Writer, rows []Row, layout Layout) error {
@@ -149,11 +173,21 @@ func WriteSummary(w io.Writer, rows []Row, layout Layout) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "%-20s%-20s%-20s%-20s%-20s%-20s%-20s\n", "Comm. Op", "Message Size", "Count",
 		"Total Latency(ms)", "Avg Latency(ms)", alg, "busbw_avg ("+layout.units()+")")
-	last := ""
+	var last, lastTop string
 	for i, r := range rows {
-		if i == 0 || r.Name != last {
-			b.WriteString(r.Name + "\n")
-			last = r.Name
+		if top := cmp.Or(r.Parent, r.Name); i == 0 || top != lastTop {
+			if r.Parent != "" {
+				b.WriteString(r.Parent + "\n") // pieces whose parent has no row
+			}
+			lastTop = top
+		}
+		if i == 0 || r.Label() != last {
+			if r.Parent != "" {
+				b.WriteString("  > " + r.Name + "\n")
+			} else {
+				b.WriteString(r.Name + "\n")
+			}
+			last = r.Label()
 		}
 		fmt.Fprintf(b, "%-20s%-20s%-20d%-20.2f%-20.2f%-20.2f%-20.2f\n", " ", ConvertSize(r.Bytes), r.Count,
 			r.TotalLatency, r.AvgLatency, r.AlgBW, r.BusBW)
@@ -172,7 +206,7 @@ func FormatVerbose(r Record, layout Layout) string {
 	}
 	u := layout.units()
 	return fmt.Sprintf("comm op: %s | time (ms): %.2f | msg size: %s | algbw (%s): %.2f | busbw (%s): %.2f",
-		r.Name, ms(r.Latency), ConvertSize(r.Bytes), u, alg, u, bus)
+		r.Label(), ms(r.Latency), ConvertSize(r.Bytes), u, alg, u, bus)
 }
 
 // Report is the JSON form of one rank's log: every record and the summary.
@@ -202,3 +236,6 @@ func WriteJSON(w io.Writer, rep Report) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
 }
+
+// Label is the row's name as Record.Label gives it.
+func (r Row) Label() string { return Record{Name: r.Name, Parent: r.Parent}.Label() }

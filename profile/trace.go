@@ -63,10 +63,26 @@ func WriteTrace(w io.Writer, worldRank int, recs []Record, offset time.Duration)
 		{Name: "process_sort_index", Ph: "M", PID: worldRank, Args: map[string]any{"sort_index": worldRank}},
 	}
 	var laneEnds []int64 // per lane, when its last operation ended (ns from epoch)
+	// Per lane, the object collective (Record.Parent) its last operation
+	// was: its pieces go in its lane, within its span, so that a trace
+	// viewer nests them under it.
+	laneParents := []string{}
 	for _, r := range recs {
 		start := r.Start.UnixNano() - int64(offset) - epoch
 		end := start + int64(r.Latency)
 		lane := -1
+		if r.Parent != "" {
+			for i, e := range laneEnds {
+				if laneParents[i] == r.Parent && e >= end {
+					lane = i
+					break
+				}
+			}
+			if lane >= 0 {
+				events = append(events, r.traceEvent(worldRank, lane, start))
+				continue
+			}
+		}
 		for i, e := range laneEnds {
 			if e <= start {
 				lane = i
@@ -76,6 +92,7 @@ func WriteTrace(w io.Writer, worldRank int, recs []Record, offset time.Duration)
 		if lane < 0 {
 			lane = len(laneEnds)
 			laneEnds = append(laneEnds, 0)
+			laneParents = append(laneParents, "")
 			name := "collectives"
 			if lane > 0 {
 				name = fmt.Sprintf("overlapping %d", lane)
@@ -83,31 +100,11 @@ func WriteTrace(w io.Writer, worldRank int, recs []Record, offset time.Duration)
 			events = append(events, traceEvent{Name: "thread_name", Ph: "M", PID: worldRank, TID: lane, Args: map[string]any{"name": name}})
 		}
 		laneEnds[lane] = end
-		dur := float64(r.Latency) / 1e3
-		args := map[string]any{
-			"op": r.Op, "bytes": r.Bytes, "size": ConvertSize(r.Bytes), "total_bytes": r.TotalBytes,
-			"comm": r.Comm, "comm_size": r.CommSize, "rank": r.Rank, "seq": r.Seq,
-			"algbw_gbs": round3(r.AlgBW), "busbw_gbs": round3(r.BusBW),
+		laneParents[lane] = ""
+		if strings.HasPrefix(r.Op, "object.") {
+			laneParents[lane] = r.Name
 		}
-		if r.DType != "" {
-			args["dtype"] = r.DType
-		}
-		if r.Algorithm != "" {
-			args["algorithm"] = r.Algorithm
-		}
-		if r.Root >= 0 {
-			args["root"] = r.Root
-		}
-		if r.Peer >= 0 {
-			args["peer"] = r.Peer
-		}
-		if r.Err != "" {
-			args["error"] = r.Err
-		}
-		events = append(events, traceEvent{
-			Name: r.Name, Cat: r.Op, Ph: "X", TS: float64(start) / 1e3, Dur: &dur,
-			PID: worldRank, TID: lane, Args: args,
-		})
+		events = append(events, r.traceEvent(worldRank, lane, start))
 	}
 	f := traceFile{
 		TraceEvents:     events,
@@ -310,4 +307,37 @@ func WriteTraceFile(dir string, worldRank int, recs []Record, offset time.Durati
 		return "", err
 	}
 	return path, os.Rename(tmp, path)
+}
+
+// traceEvent is r's complete event, in lane, start nanoseconds after the
+// trace's epoch.
+func (r Record) traceEvent(worldRank, lane int, start int64) traceEvent {
+	dur := float64(r.Latency) / 1e3
+	args := map[string]any{
+		"op": r.Op, "bytes": r.Bytes, "size": ConvertSize(r.Bytes), "total_bytes": r.TotalBytes,
+		"comm": r.Comm, "comm_size": r.CommSize, "rank": r.Rank, "seq": r.Seq,
+		"algbw_gbs": round3(r.AlgBW), "busbw_gbs": round3(r.BusBW),
+	}
+	if r.Parent != "" {
+		args["parent"] = r.Parent
+	}
+	if r.DType != "" {
+		args["dtype"] = r.DType
+	}
+	if r.Algorithm != "" {
+		args["algorithm"] = r.Algorithm
+	}
+	if r.Root >= 0 {
+		args["root"] = r.Root
+	}
+	if r.Peer >= 0 {
+		args["peer"] = r.Peer
+	}
+	if r.Err != "" {
+		args["error"] = r.Err
+	}
+	return traceEvent{
+		Name: r.Name, Cat: r.Op, Ph: "X", TS: float64(start) / 1e3, Dur: &dur,
+		PID: worldRank, TID: lane, Args: args,
+	}
 }

@@ -27,6 +27,9 @@ func rankMain(role string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	switch role {
+	case "no-comm": // a program that never opens a world
+		fmt.Println("no collective here")
+		return nil
 	case "interrupt":
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGINT)
@@ -52,6 +55,8 @@ func rankMain(role string) error {
 		}
 		fmt.Printf("sum %d\n", buf[0])
 		return nil
+	case "profile-no-summary", "straggler":
+		return profiledRank(ctx, c, role)
 	case "allreduce-loop":
 		if os.Getenv("COMMRUN_TEST_IGNORE_TERM") != "" {
 			signal.Ignore(syscall.SIGTERM) // only the library can stop this rank

@@ -1,8 +1,9 @@
 // Package commhook lets a package built on the root package's public API
 // (package object) reach the few internals that no public call expresses:
 // why a communicator cannot be used, failing a collective on every rank
-// before it starts, and a private view of a communicator for point-to-point
-// exchanges that never meet the caller's own messages. The root package
+// before it starts, a private view of a communicator for point-to-point
+// exchanges that never meet the caller's own messages, and recording a
+// collective made of several under its own name. The root package
 // sets the hooks when it is initialised; a package that imports the root
 // package reads them after that, so they are always set when read.
 //
@@ -31,6 +32,12 @@ type Hooks[C any] struct {
 	// from c's, seq and disc, whose messages never meet c's. Close it
 	// after use.
 	Private func(ctx context.Context, c C, seq uint64, disc int64) (C, error)
+	// Begin notes that the collective op (object.Broadcast...) starts on
+	// c, root its root or -1, for the flight recorder and the comms
+	// logger: run its pieces under the context it returns, so that they
+	// are recorded as its pieces, and call end once it is over with its
+	// payload bytes on this rank and its error. c must be usable.
+	Begin func(ctx context.Context, c C, op string, root int) (context.Context, func(bytes int64, err error))
 }
 
 var hooks any
