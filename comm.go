@@ -292,8 +292,13 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	// Joining is bounded by the timeout even when ctx allows longer (a
 	// rank that cannot reach a peer must say so, not wait for ctx).
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.initTimeout)
 	defer cancel()
+	var report *initReport
+	if cfg.size > 1 && (opts.Store != nil || !cfg.ownBootstrap) {
+		report = startInitReport(ctx, &cfg, opts.Logger)
+		defer report.stop()
+	}
 	store, own := opts.Store, false
 	if store == nil && cfg.size > 1 && !cfg.ownBootstrap {
 		// The meeting place package env chose: rank 0's TCP store,
@@ -303,6 +308,24 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			return nil, err
 		}
 		own = true
+	}
+	var joined *joiner
+	if store != nil && cfg.size > 1 {
+		// Every rank checks that all agree on the world before any
+		// connects (join.go).
+		joined = newJoiner(store, &cfg)
+		report.enter(phaseJoin, joined)
+		if err := joined.join(ctx); err != nil {
+			if own {
+				var verdict *verdictError
+				if errors.As(err, &verdict) && cfg.rank == 0 {
+					linger(store)
+				}
+				store.Close()
+			}
+			return nil, err
+		}
+		report.enter(phaseConnect, joined)
 	}
 	bcfg := backend.Config{
 		Rank: cfg.rank, Size: cfg.size,
@@ -326,6 +349,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			store.Close()
 		}
 		return nil, fmt.Errorf("comm: rank %d of %d: opening backend %q: %w", cfg.rank, cfg.size, cfg.backend, err)
+	}
+	if joined != nil {
+		report.stop()
+		// Tells the others' progress reports that this rank is connected.
+		store.Set(ctx, joinUpKey(cfg.rank), nil)
 	}
 	c := newWorld(be, cfg.timeout, cfg.logger)
 	c.prof = newProfiler(cfg.profiling, c.rank)
