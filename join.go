@@ -10,7 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
