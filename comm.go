@@ -22,8 +22,9 @@ import (
 	"github.com/gocomm/comm/rendezvous"
 )
 
-// DefaultTimeout bounds every operation whose context has no deadline, and
-// the rendezvous in Init. It matches torch.distributed's default.
+// DefaultTimeout bounds every operation whose context has no deadline. It
+// matches torch.distributed's default. Init is bounded by 10 minutes unless
+// a timeout was chosen (see Init).
 const DefaultTimeout = 30 * time.Minute
 
 // Options configures Init. The zero value works: everything unset is taken
@@ -55,9 +56,10 @@ type Options struct {
 	Store rendezvous.Store
 	// Backend names the backend driver; "" is "native" (GOCOMM_BACKEND).
 	Backend string
-	// Timeout bounds operations whose context has no deadline, and Init's
-	// rendezvous; 0 is GOCOMM_TIMEOUT (else DEEPSPEED_TIMEOUT, in
-	// minutes), else DefaultTimeout; negative is an error.
+	// Timeout bounds operations whose context has no deadline, and Init
+	// unless GOCOMM_INIT_TIMEOUT is set; 0 is GOCOMM_TIMEOUT (else
+	// DEEPSPEED_TIMEOUT, in minutes), else DefaultTimeout for operations
+	// and 10 minutes for Init; negative is an error.
 	Timeout time.Duration
 	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
 	// must use the same one.
@@ -237,10 +239,19 @@ type Comm struct {
 // names it and says what to set.
 //
 // Init blocks until every rank of the world has joined (each connects to
-// the others through the meeting place), ctx is done, or the timeout
-// passes: opts.Timeout, else GOCOMM_TIMEOUT, else DefaultTimeout (30
-// minutes). The same timeout later bounds every operation whose ctx has
+// the others through the meeting place), ctx is done, or Init's timeout
+// passes: GOCOMM_INIT_TIMEOUT, else opts.Timeout or GOCOMM_TIMEOUT when
+// set, else 10 minutes. opts.Timeout, else GOCOMM_TIMEOUT, else
+// DefaultTimeout (30 minutes) later bounds every operation whose ctx has
 // no deadline.
+//
+// Before connecting, every rank records in the store its world size and
+// job identity (package env's JobIdentity); when two ranks disagree every
+// rank fails at once with one error, wrapping ErrEnvironment, that names
+// which ranks said what. While it waits for ranks, Init says whom it
+// waits for on standard error (or opts.Logger), after 4 s and every 10 s;
+// at the timeout it names the ranks that never registered in the store,
+// or, when all did, those it could not connect to.
 //
 // What it does to the process, and how to turn each off:
 //   - GOCOMM_BIND (unset by default: nothing) binds the process to CPUs,
