@@ -2,6 +2,7 @@ package comm_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/netns"
 	"github.com/gocomm/comm/internal/testkit"
 )
@@ -207,4 +209,63 @@ func TestMultiHostRegisteredUnreachable(t *testing.T) {
 		}
 	}
 	t.Logf("rank 2: %s", strings.TrimSpace(out2))
+}
+
+func init() { multihostRoles["join-report"] = childJoinReport }
+
+// childJoinReport prints how Init ended; a rank whose Init succeeds keeps
+// its communicator (and, on rank 0, the store) for a while, so that a rank
+// that comes late can still read the store.
+func childJoinReport(ctx context.Context) error {
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		fmt.Printf("Init failed: %v\n", err)
+		return nil
+	}
+	fmt.Println("Init succeeded")
+	time.Sleep(3 * time.Second)
+	return c.Close()
+}
+
+// TestInitExtraRank: a fifth rank (RANK=4, WORLD_SIZE=5) joining a world
+// the others say is of four fails at once with the verdict naming it;
+// ranks 0-3 either connected before it came, or fail with the same
+// verdict.
+func TestInitExtraRank(t *testing.T) {
+	port := testkit.FreePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	outs := make([]testkit.LockedBuffer, 5)
+	var wg sync.WaitGroup
+	for r := range 5 {
+		size := 4
+		if r == 4 {
+			size = 5
+		}
+		cmd := testkit.RankCommand(ctx, childEnv, "join-report",
+			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(size),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(size),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"GOCOMM_TIMEOUT=", "GOCOMM_INIT_TIMEOUT=", "DEEPSPEED_TIMEOUT=")
+		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("rank %d: %v\n%s", r, err, outs[r].String())
+			}
+		})
+	}
+	wg.Wait()
+	const verdict = "rank 4 says WORLD_SIZE=5, ranks 0-3 say WORLD_SIZE=4"
+	if out := outs[4].String(); !strings.Contains(out, verdict) {
+		t.Errorf("rank 4's output lacks %q:\n%s", verdict, out)
+	}
+	for r := range 4 {
+		if out := outs[r].String(); !strings.Contains(out, "Init succeeded") && !strings.Contains(out, verdict) {
+			t.Errorf("rank %d neither connected nor failed with the verdict:\n%s", r, out)
+		}
+	}
+	t.Logf("rank 4: %s", strings.TrimSpace(outs[4].String()))
 }
