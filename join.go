@@ -8,8 +8,10 @@ package comm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -118,7 +120,7 @@ func newJoiner(store rendezvous.Store, cfg *config) *joiner {
 // meetingPlace names where the ranks meet, for messages.
 func (cfg *config) meetingPlace() string {
 	if cfg.rdzv.Addr+cfg.rdzv.Path == "" {
-		return "the store Options.Store names"
+		return "store given in Options.Store"
 	}
 	return fmt.Sprintf("%v store at %s", cfg.rdzv.Kind, cfg.rdzv.Addr+cfg.rdzv.Path)
 }
@@ -202,7 +204,8 @@ func (j *joiner) failed(ctx context.Context, v string) error {
 // rank to see it records which ranks never registered, as the verdict
 // every rank fails with; else it is the store's error.
 func (j *joiner) storeError(ctx context.Context, doing string, err error) error {
-	if ctx.Err() == nil {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The store failed, or the caller cancelled Init: no verdict.
 		return fmt.Errorf("comm: rank %d of %d: %s in the %s: %w", j.rec.Rank, j.rec.Size, doing, j.where, err)
 	}
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -322,7 +325,7 @@ func describeDisagreement(recs []joinRecord, where string) string {
 			if job == "" {
 				what = append(what, "no job id")
 			} else {
-				what = append(what, fmt.Sprintf("%s=%s", cmpOr(b.rec.JobFrom, "job"), job))
+				what = append(what, fmt.Sprintf("%s=%s", cmp.Or(b.rec.JobFrom, "job"), job))
 			}
 		}
 		parts = append(parts, fmt.Sprintf("%s %s %s", rankRanges(b.ranks), verb, strings.Join(what, " and ")))
@@ -365,13 +368,6 @@ func linger(store rendezvous.Store) {
 		}
 		t.Stop()
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // rankRanges names ranks compactly: "rank 3", "ranks 0-2", "ranks 0-2,5".
@@ -487,7 +483,7 @@ func (p *initReport) line(ctx context.Context) string {
 	defer cancel()
 	switch phase {
 	case phaseStore:
-		return fmt.Sprintf("%s waiting for the %s (rank 0 hosts it: not started yet, or not reachable at that address); %s", head, p.where, left)
+		return fmt.Sprintf("%s waiting for the %s (its host, rank 0 or the launcher, has not started it yet, or it is not reachable at that address); %s", head, p.where, left)
 	case phaseJoin:
 		missing, n := j.unregistered(qctx)
 		if qctx.Err() != nil {

@@ -2,7 +2,9 @@ package comm_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/netns"
 	"github.com/gocomm/comm/internal/testkit"
+	"github.com/gocomm/comm/rendezvous"
 )
 
 // joinRank is one rank process of a join test.
@@ -268,4 +271,24 @@ func TestInitExtraRank(t *testing.T) {
 		}
 	}
 	t.Logf("rank 4: %s", strings.TrimSpace(outs[4].String()))
+}
+
+// TestInitReportsToLogger: with Options.Logger set, the progress lines go
+// to it, and the timeout names the rank that never registered.
+func TestInitReportsToLogger(t *testing.T) {
+	var buf testkit.LockedBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	store := rendezvous.NewMemStore()
+	defer store.Close()
+	_, err := comm.Init(context.Background(), comm.Options{Rank: 0, Size: 2, Store: store, Logger: logger,
+		Timeout: 6 * time.Second, Getenv: func(string) string { return "" }})
+	if err == nil || !strings.Contains(err.Error(), "rank 1 never registered in the store given in Options.Store") {
+		t.Errorf("Init: %v", err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Init's error does not wrap context.DeadlineExceeded: %v", err)
+	}
+	if out := buf.String(); !strings.Contains(out, "level=INFO") || !strings.Contains(out, "1/2 ranks joined; waiting for rank 1 (not yet registered in the store)") {
+		t.Errorf("logger got no progress line:\n%s", out)
+	}
 }
