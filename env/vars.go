@@ -40,10 +40,13 @@ const (
 	EnvSlurmStepNodes = "SLURM_STEP_NODELIST"
 
 	// gocomm's own knobs (see the table on Environment).
-	EnvBackend    = "GOCOMM_BACKEND"
-	EnvTimeout    = "GOCOMM_TIMEOUT"
-	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
-	EnvSecret     = "GOCOMM_SECRET"
+	EnvBackend = "GOCOMM_BACKEND"
+	EnvTimeout = "GOCOMM_TIMEOUT"
+	// EnvInitTimeout bounds Init alone (the rendezvous and the
+	// connections), when it differs from the operations' GOCOMM_TIMEOUT.
+	EnvInitTimeout = "GOCOMM_INIT_TIMEOUT"
+	EnvAlgoPrefix  = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
+	EnvSecret      = "GOCOMM_SECRET"
 	// EnvStoreAuth: 0 lets torch ranks share a store rank 0 hosts
 	// although GOCOMM_SECRET is set (they cannot authenticate).
 	EnvStoreAuth  = "GOCOMM_STORE_AUTH"

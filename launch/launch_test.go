@@ -493,3 +493,34 @@ func TestRankEnvBind(t *testing.T) {
 		})
 	}
 }
+
+// TestRankEnvRunID: every local rank gets one TORCHELASTIC_RUN_ID, the
+// caller's when it set one, else (on one host) the launcher's, and none
+// on several hosts without the caller's (each host's commrun would make
+// up a different one).
+func TestRankEnvRunID(t *testing.T) {
+	runIDs := func(cfg Config) []string {
+		var ids []string
+		for l := range cfg.NProcs {
+			for _, kv := range cfg.rankEnv(l) {
+				if v, ok := strings.CutPrefix(kv, "TORCHELASTIC_RUN_ID="); ok {
+					ids = append(ids, v)
+				}
+			}
+		}
+		return ids
+	}
+	one := Config{NProcs: 3, NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 1234, Env: []string{"PATH=/bin"}}
+	if ids := runIDs(one); len(ids) != 3 || ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Errorf("one host: run ids %q, want one each, all equal", ids)
+	}
+	given := one
+	given.Env = []string{"TORCHELASTIC_RUN_ID=job7"}
+	if ids := runIDs(given); len(ids) != 3 || ids[0] != "job7" || ids[2] != "job7" {
+		t.Errorf("caller's run id: %q, want job7 each", ids)
+	}
+	hosts := Config{NProcs: 2, NNodes: 2, MasterAddr: "h0", MasterPort: 1234, Env: []string{"PATH=/bin"}}
+	if ids := runIDs(hosts); len(ids) != 0 {
+		t.Errorf("several hosts: run ids %q, want none", ids)
+	}
+}

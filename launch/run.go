@@ -196,6 +196,14 @@ func (cfg *Config) rankEnv(l int) []string {
 	}
 	vars = append(vars, env.EnvBind+"="+bind)
 	itoa := strconv.Itoa
+	// The job's identity, as torchrun's run id: comm.Init's join check
+	// tells two jobs sharing one MASTER_ADDR:MASTER_PORT apart by it. The
+	// caller's TORCHELASTIC_RUN_ID, else, on one host, this launcher's.
+	if run := envLookup(cfg.Env)(env.EnvRunID); run != "" {
+		vars = append(vars, env.EnvRunID+"="+run)
+	} else if cfg.NNodes <= 1 {
+		vars = append(vars, env.EnvRunID+"=commrun-"+itoa(os.Getpid())+"-"+itoa(cfg.MasterPort))
+	}
 	first, world := cfg.firstRank(), cfg.worldSize()
 	return append(vars,
 		env.EnvRank+"="+itoa(first+l),
