@@ -306,7 +306,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.initTimeout)
 	defer cancel()
 	var report *initReport
-	if cfg.size > 1 && (opts.Store != nil || !cfg.ownBootstrap) {
+	if cfg.size > 1 && !cfg.ownBootstrap {
 		report = startInitReport(ctx, &cfg, opts.Logger)
 		defer report.stop()
 	}
@@ -321,9 +321,10 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		own = true
 	}
 	var joined *joiner
-	if store != nil && cfg.size > 1 {
+	if store != nil && cfg.size > 1 && !cfg.ownBootstrap {
 		// Every rank checks that all agree on the world before any
-		// connects (join.go).
+		// connects (join.go). A backend with its own bootstrap (MPI)
+		// learns the world from its launcher and ignores the store.
 		joined = newJoiner(store, &cfg)
 		report.enter(phaseJoin, joined)
 		if err := joined.join(ctx); err != nil {

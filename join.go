@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -83,6 +84,7 @@ type joiner struct {
 	rec   joinRecord
 	enc   []byte
 	where string // the meeting place, for messages
+	file  bool   // the meeting place is a store file, which outlives its job
 }
 
 // verdictError is a join that failed on a verdict, the same on every
@@ -114,7 +116,7 @@ func newJoiner(store rendezvous.Store, cfg *config) *joiner {
 	rec := joinRecord{Rank: cfg.rank, Size: cfg.size, Job: cfg.job, JobFrom: cfg.jobFrom,
 		Host: host, PID: os.Getpid(), Start: time.Now().UnixNano()}
 	enc, _ := json.Marshal(rec) // plain fields: cannot fail
-	return &joiner{store: store, rec: rec, enc: enc, where: cfg.meetingPlace()}
+	return &joiner{store: store, rec: rec, enc: enc, where: cfg.meetingPlace(), file: cfg.rdzv.Kind == env.RendezvousFile}
 }
 
 // meetingPlace names where the ranks meet, for messages.
@@ -130,7 +132,7 @@ func (cfg *config) meetingPlace() string {
 // or, when ctx ends, with the ranks that never registered.
 func (j *joiner) join(ctx context.Context) error {
 	me := j.rec.Rank
-	got, err := j.store.CompareAndSet(ctx, joinRankKey(me), nil, j.enc)
+	got, err := setOnce(ctx, j.store, joinRankKey(me), j.enc)
 	if err != nil {
 		return j.storeError(ctx, "registering", err)
 	}
@@ -140,7 +142,7 @@ func (j *joiner) join(ctx context.Context) error {
 	if _, err := j.store.Add(ctx, joinRegisteredKey, 1); err != nil {
 		return j.storeError(ctx, "registering", err)
 	}
-	first, err := j.store.CompareAndSet(ctx, joinClaimKey, nil, j.enc)
+	first, err := setOnce(ctx, j.store, joinClaimKey, j.enc)
 	if err != nil {
 		return j.storeError(ctx, "registering", err)
 	}
@@ -156,7 +158,7 @@ func (j *joiner) join(ctx context.Context) error {
 		return j.storeError(ctx, "registering", err)
 	}
 	if n == int64(j.rec.Size) {
-		if _, err := j.store.CompareAndSet(ctx, joinVerdictKey, nil, []byte(joinOK)); err != nil {
+		if _, err := setOnce(ctx, j.store, joinVerdictKey, []byte(joinOK)); err != nil {
 			return j.storeError(ctx, "registering", err)
 		}
 	}
@@ -173,6 +175,22 @@ func (j *joiner) join(ctx context.Context) error {
 	return j.failed(ctx, string(v))
 }
 
+// setOnce sets key to value unless it is set, and returns the value it
+// holds: the first writer's. It then sets the key again to that same
+// value, because a compare-and-set does not wake the ranks waiting for the
+// key on every store (torch 1.13's TCPStore server, which torchrun's agent
+// hosts, does not), and only a set does.
+func setOnce(ctx context.Context, store rendezvous.Store, key string, value []byte) ([]byte, error) {
+	got, err := store.CompareAndSet(ctx, key, nil, value)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Set(ctx, key, got); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
 // Verdicts are stored as a kind, a newline and the message.
 const (
 	verdictMismatch = "mismatch"
@@ -183,7 +201,7 @@ const (
 // with the one recorded.
 func (j *joiner) fail(ctx context.Context, kind, verdict string) error {
 	v := kind + "\n" + verdict
-	got, err := j.store.CompareAndSet(ctx, joinVerdictKey, nil, []byte(v))
+	got, err := setOnce(ctx, j.store, joinVerdictKey, []byte(v))
 	if err == nil && string(got) != joinOK {
 		v = string(got)
 	}
@@ -346,8 +364,12 @@ func (j *joiner) duplicate(other []byte) string {
 	if json.Unmarshal(other, &o) == nil {
 		who = fmt.Sprintf("pid %d on %s (WORLD_SIZE=%d)", o.PID, o.Host, o.Size)
 	}
-	return fmt.Sprintf("two processes registered as rank %d: %s and pid %d on %s (WORLD_SIZE=%d). Likely cause: two jobs share MASTER_ADDR:MASTER_PORT (the %s): give each job its own port; or two processes were given RANK=%d (not the network)",
-		j.rec.Rank, who, j.rec.PID, j.rec.Host, j.rec.Size, j.where, j.rec.Rank)
+	cause := fmt.Sprintf("two jobs share MASTER_ADDR:MASTER_PORT (the %s): give each job its own port; or two processes were given RANK=%d", j.where, j.rec.Rank)
+	if j.file {
+		cause = fmt.Sprintf("the store file is left from an earlier run, or two jobs share it (the %s): remove it or give each job its own; or two processes were given RANK=%d", j.where, j.rec.Rank)
+	}
+	return fmt.Sprintf("two processes registered as rank %d: %s and pid %d on %s (WORLD_SIZE=%d). Likely cause: %s (not the network)",
+		j.rec.Rank, who, j.rec.PID, j.rec.Host, j.rec.Size, cause)
 }
 
 // linger keeps the store this rank hosts up after a verdict until every
