@@ -16,6 +16,7 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
 	"github.com/gocomm/comm/profile"
@@ -236,7 +237,10 @@ type Comm struct {
 //     TCP store there unless the store already exists.
 //
 // A missing or malformed variable is an error wrapping ErrEnvironment that
-// names it and says what to set.
+// names it and says what to set. With GOCOMM_JOIN=1 (set by commrun
+// --elastic for the processes that replace failed ranks) and opts.Size 0,
+// Init is Join: the process joins the running world when its ranks call
+// Grow.
 //
 // Init blocks until every rank of the world has joined (each connects to
 // the others through the meeting place), ctx is done, or Init's timeout
@@ -275,6 +279,14 @@ type Comm struct {
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if ctx == nil {
 		return nil, errNilContext("Init")
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if opts.Size == 0 && getenv(env.EnvJoin) == "1" {
+		// A replacement started by an elastic launcher.
+		return Join(ctx, opts)
 	}
 	cfg, err := resolve(opts)
 	if err != nil {

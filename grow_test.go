@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/testkit"
+	"github.com/gocomm/comm/launch"
 	"github.com/gocomm/comm/rendezvous"
 )
 
@@ -209,12 +210,20 @@ func elasticMember(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
+	if os.Getenv("GOCOMM_JOIN") == "1" {
+		// Restarted by commrun --elastic: Init joined the world.
+		return elasticCheck(ctx, c)
+	}
 	buf := []int64{1}
 	if err := comm.AllReduce(ctx, c, buf, buf, comm.Sum); err != nil {
 		return err
 	}
 	if c.Rank() == 2 {
-		os.Exit(3) // crash without closing anything
+		// Crash as kill -9 does: nothing closed, nothing flushed.
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Kill()
+		}
+		select {}
 	}
 	for comm.AllReduce(ctx, c, buf, buf, comm.Sum) == nil {
 	}
@@ -311,5 +320,32 @@ func TestReplaceFailedRank(t *testing.T) {
 	}
 	if out := ranks[2].out.String(); !strings.Contains(out, "rank 2 of 3") {
 		t.Errorf("the replacement is not rank 2: %s", out)
+	}
+}
+
+// TestCommrunElastic: commrun --elastic 2:3 (launch.Run with Elastic) runs
+// three ranks; rank 2 is killed by SIGKILL after the first all-reduce; the
+// launcher restarts it with GOCOMM_JOIN=1, the survivors shrink and grow,
+// and the restarted process's Init joins: the job ends with three ranks
+// and succeeds.
+func TestCommrunElastic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out testkit.LockedBuffer
+	err := launch.Run(ctx, launch.Config{
+		NProcs: 3, Program: os.Args[0], Args: []string{"-test.run=^$"},
+		Env:     testkit.LauncherFreeEnv(childEnv+"=elastic-member", "GOCOMM_TRANSPORT=tcp"),
+		Elastic: &launch.Elastic{Min: 2, Max: 3, MaxRestarts: 1},
+		Stdout:  &out, Stderr: &out, Bind: "none",
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{"rank 2 failed (killed by signal 9", "restarting it (1 of 1 restarts)",
+		"[0] rank 0 of 3 after regrowing", "[1] rank 1 of 3 after regrowing", "[2] rank 2 of 3 after regrowing"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
 	}
 }

@@ -64,7 +64,11 @@ const (
 	// EnvSettle is how long Init keeps a rank busy once set up (a
 	// duration, or 0), so that its first operations run after the Go
 	// runtime's monitor has slowed down; the default is the backend's.
-	EnvSettle     = "GOCOMM_SETTLE"
+	EnvSettle = "GOCOMM_SETTLE"
+	// EnvJoin=1 makes comm.Init join a running world as a newcomer
+	// (comm.Join) instead of starting one: commrun --elastic sets it for
+	// the processes it starts to replace failed ranks.
+	EnvJoin       = "GOCOMM_JOIN"
 	EnvInitMethod = "GOCOMM_INIT_METHOD"
 	EnvDebug      = "GOCOMM_DEBUG"
 	EnvProfile    = "GOCOMM_PROFILE"
