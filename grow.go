@@ -178,6 +178,10 @@ func (c *Comm) Grow(ctx context.Context) (*Comm, error) {
 	cfg.Rank, cfg.Size = c.rank, dec.Size
 	nc, err := openGrown(ctx, st.driver, cfg, base, c.timeout, c)
 	if err != nil {
+		if dec.Size > c.size {
+			return nil, fmt.Errorf("comm: Grow: rank %d of the %d ranks of the grown world: %w (this Grow admitted %s as newcomers: one that died after its admission never connects; c is still usable)",
+				c.rank, dec.Size, err, rankRanges(seq(c.size, dec.Size)))
+		}
 		return nil, fmt.Errorf("comm: Grow: rank %d of the %d ranks of the grown world: %w", c.rank, dec.Size, err)
 	}
 	// The store Init opened now belongs to the new world (see Shrink).
@@ -361,4 +365,13 @@ func Join(ctx context.Context, opts Options) (*Comm, error) {
 		return nil, err
 	}
 	return nc, nil
+}
+
+// seq is [lo, hi).
+func seq(lo, hi int) []int {
+	out := make([]int, 0, hi-lo)
+	for r := lo; r < hi; r++ {
+		out = append(out, r)
+	}
+	return out
 }

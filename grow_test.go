@@ -349,3 +349,39 @@ func TestCommrunElastic(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowWithDeadNewcomer: a newcomer that took its ticket and died
+// before connecting (simulated by taking a ticket in the store, as Join
+// does, and never connecting) makes every rank's Grow fail within its
+// context, naming the rank that never connected; the old world is still
+// usable, so the program goes on with it.
+func TestGrowWithDeadNewcomer(t *testing.T) {
+	store := rendezvous.NewMemStore()
+	w := tcpWorldOn(t, store, 2, comm.Options{Timeout: 20 * time.Second})
+	ctx := testkit.Context(t, time.Minute)
+	if _, err := store.Add(ctx, "gocomm/grow/tickets", 1); err != nil {
+		t.Fatal(err)
+	}
+	awaitJoiners(t, ctx, w, 1)
+	start := time.Now()
+	errs := testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
+		gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		nc, err := c.Grow(gctx)
+		if err == nil {
+			nc.Close()
+			return errors.New("Grow with a dead newcomer succeeded")
+		}
+		if !strings.Contains(err.Error(), "this Grow admitted rank 2 as newcomers") {
+			return fmt.Errorf("Grow's error does not name rank 2 as the newcomer: %w", err)
+		}
+		t.Logf("rank %d: %v", r, err)
+		return nil
+	})
+	testkit.NoErrors(t, errs)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Grow took %v to fail with a 3 s context", d)
+	}
+	checkWorld(t, ctx, w)
+	awaitJoiners(t, ctx, w, 0)
+}
