@@ -331,6 +331,11 @@ func (r *Reducer[T]) unusable() error {
 
 // fail records err as the end of this Reducer and returns it.
 func (r *Reducer[T]) fail(err error) error {
+	if !errors.Is(err, ErrUnused) && strings.Contains(err.Error(), ErrUnused.Error()) {
+		// Another rank aborted the world over its unused gradients: say
+		// so here too, for errors.Is.
+		err = fmt.Errorf("%w: %w", ErrUnused, err)
+	}
 	r.failed.CompareAndSwap(nil, &err)
 	return err
 }
@@ -515,13 +520,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 	if first == nil {
 		return nil
 	}
-	err := fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
-	if !errors.Is(err, ErrUnused) && strings.Contains(err.Error(), ErrUnused.Error()) {
-		// Another rank aborted the world over unused gradients: say so
-		// here too, for errors.Is.
-		err = fmt.Errorf("%w: %w", ErrUnused, err)
-	}
-	return err
+	return fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
 }
 
 // rebuild lays the buckets out again in the order in which gradients
