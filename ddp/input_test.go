@@ -52,6 +52,17 @@ func TestBadInput(t *testing.T) {
 	_, err = ddp.New[float32](ctx, c, shapesA, ddp.Options{BucketCapBytes: -1})
 	wantInvalid(t, "New(negative cap)", err, "BucketCapBytes")
 
+	for _, zero := range []*ddp.Reducer[float32]{nil, new(ddp.Reducer[float32])} {
+		wantInvalid(t, "Ready on a zero Reducer", zero.Ready(ctx, 0), "not made by New")
+		wantInvalid(t, "Wait on a zero Reducer", zero.Wait(ctx), "not made by New")
+		wantInvalid(t, "SetHook on a zero Reducer", zero.SetHook(ddp.AllReduceHook[float32]()), "not made by New")
+		zero.SetSync(false)
+		zero.ZeroGrad()
+		if zero.Grad(0) != nil || zero.Len() != 0 || len(zero.Buckets()) != 0 {
+			t.Error("a zero Reducer has gradients")
+		}
+	}
+
 	r, err := ddp.New[float32](ctx, c, shapesA, ddp.Options{})
 	if err != nil {
 		t.Fatal(err)
