@@ -461,28 +461,27 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 	}
 
 	r.mu.Lock()
-	var unused []int
+	unused := false
 	for i := range r.marked {
 		switch {
 		case r.marked[i].Load():
 		case r.used[i]:
 			// Accumulated in an earlier step of this synced one.
 			r.pending[r.bucketOf[i]].Add(-1)
+		case r.opts.FindUnused:
+			clear(r.views[i])
+			r.pending[r.bucketOf[i]].Add(-1)
 		default:
-			unused = append(unused, i)
+			unused = true
 		}
 	}
-	if len(unused) > 0 && !r.opts.FindUnused {
-		err := r.unusedError(unused)
+	if unused {
+		err := r.unusedError()
 		r.c.Abort(err)
 		started := r.works[:r.next]
 		r.mu.Unlock()
 		r.waitBuckets(ctx, started)
 		return r.fail(err)
-	}
-	for _, i := range unused {
-		clear(r.views[i])
-		r.pending[r.bucketOf[i]].Add(-1)
 	}
 	r.startFull(ctx)
 	r.mu.Unlock()
@@ -502,8 +501,15 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 	return nil
 }
 
-// unusedError names the gradients of unused, at most a few of them.
-func (r *Reducer[T]) unusedError(unused []int) error {
+// unusedError names the gradients neither marked in this step nor
+// accumulated since the last synced one, at most a few of them.
+func (r *Reducer[T]) unusedError() error {
+	var unused []int
+	for i := range r.marked {
+		if !r.marked[i].Load() && !r.used[i] {
+			unused = append(unused, i)
+		}
+	}
 	const most = 8
 	var b strings.Builder
 	for j, i := range unused[:min(len(unused), most)] {
