@@ -26,12 +26,12 @@ var (
 	// registered different gradients (count, shapes, element type) or
 	// options; the message names the first difference and the ranks on
 	// each side.
-	ErrMismatch = errors.New("ddp: ranks registered different gradients")
+	ErrMismatch = errors.New("comm: ddp: ranks registered different gradients")
 	// ErrUnused is returned by Wait when gradients were not marked ready
 	// in a synced step and Options.FindUnused is off: on the rank that
 	// did not mark them, naming them, and on the others, which that rank
 	// aborts so that they do not wait for collectives it cannot start.
-	ErrUnused = errors.New("ddp: gradients not marked ready")
+	ErrUnused = errors.New("comm: ddp: gradients not marked ready")
 )
 
 // Options configure a Reducer. The zero value is DDP's defaults.
@@ -347,7 +347,7 @@ func (r *Reducer[T]) unusable() error {
 		return fmt.Errorf("%w: ddp: a Reducer not made by New: call ddp.New", comm.ErrInvalid)
 	}
 	if p := r.failed.Load(); p != nil {
-		return fmt.Errorf("ddp: an earlier step failed; build a new Reducer: %w", *p)
+		return fmt.Errorf("comm: ddp: an earlier step failed; build a new Reducer: %w", *p)
 	}
 	return nil
 }
@@ -537,7 +537,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 		select {
 		case <-w.Done():
 		case <-ctx.Done():
-			return fmt.Errorf("ddp: Wait, step %d: bucket %d of %d not reduced: %w", r.steps, k, len(works), ctx.Err())
+			return fmt.Errorf("comm: ddp: Wait, step %d: bucket %d of %d not reduced: %w", r.steps, k, len(works), ctx.Err())
 		}
 		if err := w.Err(); err != nil {
 			failed++
@@ -549,7 +549,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 	if first == nil {
 		return nil
 	}
-	return fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
+	return fmt.Errorf("comm: ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
 }
 
 // rebuild lays the buckets out again in the order in which gradients
@@ -574,13 +574,13 @@ func (r *Reducer[T]) rebuild(ctx context.Context) error {
 		}
 	}
 	if err := comm.Broadcast(ctx, r.c, order, 0); err != nil {
-		return fmt.Errorf("ddp: Wait, step %d: broadcasting rank 0's gradient order to rebuild the buckets: %w", r.steps, err)
+		return fmt.Errorf("comm: ddp: Wait, step %d: broadcasting rank 0's gradient order to rebuild the buckets: %w", r.steps, err)
 	}
 	ord := make([]int, n)
 	seen := make([]bool, n)
 	for j, g := range order {
 		if g < 0 || int(g) >= n || seen[g] {
-			return fmt.Errorf("ddp: Wait, step %d: rank 0's gradient order is not a permutation (gradient %d at %d)", r.steps, g, j)
+			return fmt.Errorf("comm: ddp: Wait, step %d: rank 0's gradient order is not a permutation (gradient %d at %d)", r.steps, g, j)
 		}
 		seen[g] = true
 		ord[j] = int(g)

@@ -128,7 +128,7 @@ func agree(ctx context.Context, c *comm.Comm, reg *registration, elemSize int) e
 	sum := reg.digest()
 	all := make([]uint8, len(sum)*c.Size())
 	if err := comm.AllGather(ctx, c, sum[:], all); err != nil {
-		return fmt.Errorf("ddp: New: comparing the registered gradients across ranks: %w", err)
+		return fmt.Errorf("comm: ddp: New: comparing the registered gradients across ranks: %w", err)
 	}
 	same := true
 	for r := range c.Size() {
