@@ -63,8 +63,12 @@ var ddpCases = append([]ddpCase{
 		_, err := ddp.New[float32](ctx, c, nil, ddp.Options{})
 		return err
 	}},
-	{"New", "gradients too large for memory", "gradient 0 [1099511627776 1099511627776]", func(ctx context.Context, c *comm.Comm) error {
+	{"New", "gradients too large for memory", "gradient 0 [1099511627776 1099511627776]: more elements than memory can hold", func(ctx context.Context, c *comm.Comm) error {
 		_, err := ddp.New[float32](ctx, c, [][]int{{1 << 40, 1 << 40}}, ddp.Options{})
+		return err
+	}},
+	{"New", "gradients too large together", "gradient 1 [1073741824 32768]: the gradients up to it", func(ctx context.Context, c *comm.Comm) error {
+		_, err := ddp.New[float32](ctx, c, [][]int{{1 << 30, 1 << 14}, {1 << 30, 1 << 15}}, ddp.Options{})
 		return err
 	}},
 	{"New", "a negative bucket cap", "Options.BucketCapBytes is -1", func(ctx context.Context, c *comm.Comm) error {

@@ -90,6 +90,9 @@ const (
 // accumulate), call Ready(ctx, i) for it, then Wait(ctx). Ready may be
 // called from several goroutines at once; Wait must be called once every
 // Ready of the step has returned, and the other methods between steps.
+// Between a step's first Ready and its Wait the Reducer's collectives
+// start at times that differ by rank: start no other collective on its
+// communicator then.
 type Reducer[T comm.Numeric] struct {
 	c      *comm.Comm
 	opts   Options
