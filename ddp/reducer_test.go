@@ -360,3 +360,95 @@ func TestAccumulatedCountsAsReady(t *testing.T) {
 		return checkGrads(r, want)
 	}))
 }
+
+// TestOnGroups: Reducers on the two groups of a Split run at once, each
+// reducing over its own group only.
+func TestOnGroups(t *testing.T) {
+	onEveryWorld(t, 4, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+			g, err := c.Split(ctx, rank%2, rank)
+			if err != nil {
+				return err
+			}
+			r, err := ddp.New[float64](ctx, g, shapesA, smallCaps)
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 12))
+			for step := range 3 {
+				if err := backward(ctx, r, g.Rank(), step+10*(rank%2), rng, false); err != nil {
+					return err
+				}
+				if err := r.Wait(ctx); err != nil {
+					return err
+				}
+				want, err := naiveAverage[float64](ctx, g, shapesA, []int{step + 10*(rank%2)})
+				if err != nil {
+					return err
+				}
+				if err := checkGrads(r, want); err != nil {
+					return fmt.Errorf("group %d, step %d: %v", rank%2, step, err)
+				}
+			}
+			return nil
+		}))
+	})
+}
+
+// TestSetSyncDuringStep: SetSync called after a step's first Ready takes
+// effect at the next step; the step under way stays as it began.
+func TestSetSyncDuringStep(t *testing.T) {
+	w, err := comm.NewLocalWorld(2, comm.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testkit.CloseAll(w)
+	ctx := testkit.Context(t, time.Minute)
+	testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+		r, err := ddp.New[float32](ctx, c, shapesA, smallCaps)
+		if err != nil {
+			return err
+		}
+		step := func(n int, toggle func()) error {
+			for i := range r.Len() {
+				fill(r, rank, n, i, false)
+				if err := r.Ready(ctx, i); err != nil {
+					return err
+				}
+				if i == 0 {
+					toggle()
+				}
+			}
+			return r.Wait(ctx)
+		}
+		// Synced, although SetSync(false) comes in the middle.
+		if err := step(0, func() { r.SetSync(false) }); err != nil {
+			return err
+		}
+		want, err := naiveAverage[float32](ctx, c, shapesA, []int{0})
+		if err != nil {
+			return err
+		}
+		if err := checkGrads(r, want); err != nil {
+			return fmt.Errorf("the synced step: %v", err)
+		}
+		// Not synced, although SetSync(true) comes in the middle: the
+		// gradients stay this rank's own.
+		ops, _ := flightOps(c)
+		if err := step(1, func() { r.SetSync(true) }); err != nil {
+			return err
+		}
+		if o, _ := flightOps(c); o != ops {
+			return fmt.Errorf("the local step entered %d operations", o-ops)
+		}
+		for i := range r.Len() {
+			for j, got := range r.Grad(i) {
+				if want := float32(value(rank, 1, i, j)); got != want {
+					return fmt.Errorf("the local step: gradient %d [%d] is %v, want %v", i, j, got, want)
+				}
+			}
+		}
+		return nil
+	}))
+}
