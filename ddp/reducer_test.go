@@ -452,3 +452,39 @@ func TestSetSyncDuringStep(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestEmptyBucket: a bucket of gradients with no elements needs no
+// collective on any rank, and the buckets after it still start.
+func TestEmptyBucket(t *testing.T) {
+	shapes := [][]int{{100}, {3}, {0}, {0, 5}}
+	opts := ddp.Options{FirstBucketCapBytes: 4, BucketCapBytes: 8}
+	onEveryWorld(t, 3, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+			r, err := ddp.New[int64](ctx, c, shapes, opts)
+			if err != nil {
+				return err
+			}
+			if l := r.Buckets()[0]; l.Len != 0 || !slices.Equal(l.Grads, []int{3, 2}) {
+				return fmt.Errorf("bucket 0 is %+v, want gradients 3 and 2, no elements", l)
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 13))
+			for step := range 3 {
+				if err := backward(ctx, r, rank, step, rng, false); err != nil {
+					return err
+				}
+				if err := r.Wait(ctx); err != nil {
+					return err
+				}
+				want, err := naiveAverage[int64](ctx, c, shapes, []int{step})
+				if err != nil {
+					return err
+				}
+				if err := checkGrads(r, want); err != nil {
+					return fmt.Errorf("step %d: %v", step, err)
+				}
+			}
+			return nil
+		}))
+	})
+}
