@@ -441,9 +441,9 @@ func (r *Reducer[T]) start(ctx context.Context, k int) {
 // wrapping ErrUnused that names the gradients (index and shape), after
 // aborting c so that the other ranks, waiting for this rank's buckets,
 // fail at once with the same reason instead of waiting for the timeout.
-// A failed step (that, a failed collective, ctx ending) leaves the
-// Reducer unusable, and the gradients belong to the collectives already
-// started until they end (abort c to end them).
+// A failed step (unused gradients, a failed collective, ctx ending)
+// leaves the Reducer unusable, and the gradients belong to the
+// collectives already started until they end (abort c to end them).
 func (r *Reducer[T]) Wait(ctx context.Context) error {
 	if err := r.unusable(); err != nil {
 		return err
