@@ -488,3 +488,75 @@ func TestEmptyBucket(t *testing.T) {
 		}))
 	})
 }
+
+// scaledResNet50 is ResNet-50's 161 shapes with every dimension of 64 or
+// more divided by 32: the same structure, 25K elements.
+func scaledResNet50() [][]int {
+	var out [][]int
+	for _, s := range resnet50Shapes() {
+		t := make([]int, len(s))
+		for i, d := range s {
+			t[i] = d
+			if d >= 64 {
+				t[i] = d / 32
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// TestManyGradients: a model of ResNet-50's structure (161 gradients,
+// dozens of buckets), its gradients marked from eight goroutines per rank
+// in random orders, reduces like per-tensor all-reduces.
+func TestManyGradients(t *testing.T) {
+	shapes := scaledResNet50()
+	opts := ddp.Options{FirstBucketCapBytes: 1 << 10, BucketCapBytes: 4 << 10}
+	for _, wk := range worlds[:2] { // inproc and tcp
+		t.Run(wk.name, func(t *testing.T) {
+			w := wk.make(t, 3)
+			ctx := testkit.Context(t, time.Minute)
+			testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+				r, err := ddp.New[float32](ctx, c, shapes, opts)
+				if err != nil {
+					return err
+				}
+				if n := len(r.Buckets()); n < 20 {
+					return fmt.Errorf("%d buckets, want a few dozen", n)
+				}
+				rng := rand.New(rand.NewPCG(uint64(rank), 14))
+				for step := range 2 {
+					perm := rng.Perm(r.Len())
+					const goroutines = 8
+					errs := make([]error, goroutines)
+					var wg sync.WaitGroup
+					for gr := range goroutines {
+						wg.Go(func() {
+							for k := gr; k < len(perm); k += goroutines {
+								fill(r, rank, step, perm[k], false)
+								if errs[gr] = r.Ready(ctx, perm[k]); errs[gr] != nil {
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						return err
+					}
+					if err := r.Wait(ctx); err != nil {
+						return err
+					}
+					want, err := naiveAverage[float32](ctx, c, shapes, []int{step})
+					if err != nil {
+						return err
+					}
+					if err := checkGrads(r, want); err != nil {
+						return fmt.Errorf("step %d: %v", step, err)
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}
