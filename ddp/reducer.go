@@ -56,16 +56,16 @@ type Options struct {
 // bucket, it starts the bucket's reduction across the ranks of c and
 // returns its Work. When the Work is done, b.Data must hold the reduced
 // gradients (averaged, by the hooks of this package). b.Data is the local
-// sum, in bucket memory; it belongs to the Work until it is done, and b
-// must not be kept after.
+// sum, in bucket memory; it belongs to the Work until it is done. b is the
+// Reducer's: do not modify its Layout's slices or keep b after the Work.
 //
 // The Reducer calls its hook for buckets 0, 1, 2... in that order, one
 // call at a time, from the goroutine whose Ready (or Wait) completed the
-// bucket, and never blocks in it: a hook must start its collectives on c
-// before it returns, in call order, or, if its Work issues them from a
-// goroutine of its own (comm.StartFunc), not before the previous bucket's
-// Work is done (see OnebitHook), so that every rank issues the same
-// collectives in the same order.
+// bucket. Ready does not wait for the network, so a hook must not either:
+// it starts its collectives on c before it returns, in call order, or, if
+// its Work issues them from a goroutine of its own (comm.StartFunc),
+// after the previous bucket's Work is done (as OnebitHook and HookFunc
+// do), so that every rank issues the same collectives in the same order.
 type Hook[T comm.Numeric] func(ctx context.Context, c *comm.Comm, b *Bucket[T]) *comm.Work
 
 // Bucket is what a hook gets: the bucket's layout and its memory.
