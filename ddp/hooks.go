@@ -137,7 +137,9 @@ func OnebitHook() Hook[float32] {
 // a Hook whose reductions run one after another on their own goroutine
 // each, after the previous bucket's: the way to use blocking collectives
 // (or several collectives per bucket) in a hook without breaking the
-// order every rank must issue them in.
+// order every rank must issue them in. An error from f aborts c's world
+// with that error: f may have failed before collectives the other ranks
+// are waiting in.
 func HookFunc[T comm.Numeric](f func(ctx context.Context, c *comm.Comm, b *Bucket[T]) error) Hook[T] {
 	var (
 		mu   sync.Mutex // protects prev across Reducers sharing the hook
@@ -159,7 +161,11 @@ func HookFunc[T comm.Numeric](f func(ctx context.Context, c *comm.Comm, b *Bucke
 			if after != nil {
 				<-after.Done()
 			}
-			return f(ctx, c, b)
+			err := f(ctx, c, b)
+			if err != nil {
+				c.Abort(err)
+			}
+			return err
 		})
 		prev = w
 		return w
