@@ -133,6 +133,26 @@ var optimCases = []optimCase{
 		var z *optim.Zero
 		return z.Ready(ctx, 0)
 	}},
+	{"Zero.Step", "a nil context", "nil context", func(ctx context.Context, c *comm.Comm) error {
+		z, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 2}, params()...)
+		if err != nil {
+			return err
+		}
+		//lint:ignore SA1012 the nil context is the malformed call under test
+		if err := z.Step(nil); !errors.Is(err, comm.ErrInvalid) {
+			return err
+		}
+		for i := range 2 {
+			if err := z.Ready(ctx, i); err != nil {
+				return err
+			}
+		}
+		if err := z.Step(ctx); err != nil { // the nil context did not break it
+			return err
+		}
+		//lint:ignore SA1012 the nil context is the malformed call under test
+		return z.Step(nil)
+	}},
 	{"Zero.Step", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
 		var z *optim.Zero
 		return z.Step(ctx)

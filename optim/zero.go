@@ -172,7 +172,9 @@ func (z *Zero) partition() error {
 // was. Either way it notes the bucket's memory for Step.
 func (z *Zero) hook(ctx context.Context, c *comm.Comm, b *ddp.Bucket[float32]) *comm.Work {
 	if b.Index < 0 || b.Index >= len(z.buckets) || len(b.Data) != z.buckets[b.Index].n {
+		// The other ranks would wait for this bucket's collective.
 		err := fmt.Errorf("optim: ZeRO: the Reducer started bucket %d of %d values, not laid out at NewZero", b.Index, len(b.Data))
+		c.Abort(err)
 		return comm.StartFunc(func() error { return err })
 	}
 	zb := z.buckets[b.Index]
@@ -217,6 +219,9 @@ func (z *Zero) Step(ctx context.Context) error {
 	if z == nil {
 		return fmt.Errorf("%w: optim: Zero.Step on a nil *Zero: make it with NewZero (and check its error)", comm.ErrInvalid)
 	}
+	if ctx == nil {
+		return fmt.Errorf("%w: optim: Zero.Step: nil context: pass context.Background() or one with a deadline", comm.ErrInvalid)
+	}
 	if z.failed != nil {
 		return fmt.Errorf("optim: Zero.Step: step %d failed before (%w): the ranks are out of step; stop training", z.t+1, z.failed)
 	}
@@ -235,7 +240,9 @@ func (z *Zero) Step(ctx context.Context) error {
 			continue
 		}
 		if len(b.data) != b.n {
+			// The other ranks would wait for this bucket's all-gather.
 			err = fmt.Errorf("optim: ZeRO: bucket %d was never reduced", b.index)
+			z.c.Abort(err)
 			break
 		}
 		share := b.data[b.start : b.start+b.counts[rank]]

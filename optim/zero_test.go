@@ -372,3 +372,33 @@ func TestZeroReadyRejectsBadIndex(t *testing.T) {
 		}
 	}
 }
+
+// Buckets smaller than the world: most ranks own nothing of them, and
+// still take part in their collectives.
+func TestZeroTinyBuckets(t *testing.T) {
+	shapes := []int{1, 2, 1}
+	for _, stage := range []int{1, 2} {
+		w := openWorld(t, "inproc", 4)
+		cfg := Config{LR: 0.01}
+		got := runZero(t, w, ZeroConfig{Config: cfg, Stage: stage, Buckets: ddp.Options{BucketCapBytes: 4, FirstBucketCapBytes: 4}}, shapes, 3)
+		ref := zeroParams(shapes)
+		a, err := NewAdam(cfg, ref...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s := range 3 {
+			if err := a.Step(averageGrads(4, s, shapes)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r := range got {
+			for i := range ref {
+				for j := range ref[i] {
+					if d := math.Abs(float64(got[r][2][i][j] - ref[i][j])); d > 1e-5 {
+						t.Errorf("stage %d rank %d tensor %d: %v, Adam %v", stage, r, i, got[r][2][i], ref[i])
+					}
+				}
+			}
+		}
+	}
+}
