@@ -790,6 +790,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	var sh shard
 	var lossSum, correct, seen float64
 	var stepTime time.Duration // forward, backward and optimizer steps
+	var optTime time.Duration  // optimizer steps: the wait for the reductions and the update
 	var stepCount int
 	start := time.Now()
 	fail := func(err error, epoch, step int) (int, int, error) {
@@ -837,10 +838,12 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 				err = held.flush(gctx)
 			}
 			stage, logName := "", ""
+			t1 := time.Now()
 			if err == nil {
 				stage, logName, err = opt.step(ctx)
 			}
 			stepTime += time.Since(t0)
+			optTime += time.Since(t1)
 			stepCount++
 			if err != nil {
 				if epoch, s, err = fail(fmt.Errorf("epoch %d step %d: %w", epoch, s, err), epoch, s); err != nil {
@@ -878,7 +881,9 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	say("parameters identical on all %d ranks", size)
 	if stepCount > 0 {
 		res.stepTime = stepTime / time.Duration(stepCount)
-		say("train: %.2f ms per step on rank 0 (forward, backward and optimizer step; %s)", float64(res.stepTime.Microseconds())/1000, cfg.gradientString())
+		opt := optTime / time.Duration(stepCount)
+		say("train: %.2f ms per step on rank 0: %.2f ms forward and backward, %.2f ms optimizer step (what is left of the reduction, and the update); %s",
+			ms(res.stepTime), ms(res.stepTime-opt), ms(opt), cfg.gradientString())
 	}
 	// What each stage sent per step, as the comms logger counted it.
 	if c.Profiler().Enabled() && size > 1 {
@@ -900,6 +905,9 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		size, cfg.epochs, res.loss, res.testLoss, 100*res.accuracy, res.samplesPerSec, res.checksum)
 	return res, nil
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // countStageBytes sums, per stage, the message sizes of the successful
 // records carrying the stage's log name.
