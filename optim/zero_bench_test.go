@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // them. A step is marking every gradient ready (each refilled first, as
 // backward would) and stepping; there is no backward to overlap with, so
 // this is the cost of the communication and the update alone. state-B/rank
-// is the optimizer state each rank holds.
+// is the optimizer state each rank holds (StateBytes), heap-B/rank what its
+// optimizer, Reducer and gradients added to the heap.
 func BenchmarkZeroStep(b *testing.B) {
 	const ranks, tensors, perTensor = 2, 16, 1 << 20 // 64 MiB of float32
 	for _, mode := range []string{"zero2", "allreduce+adam", "zero1"} {
@@ -35,6 +37,9 @@ func BenchmarkZeroStep(b *testing.B) {
 				state int64
 			}
 			rs := make([]ranker, ranks)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
 			testkit.NoErrors(b, testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
 				params := zeroParams(shapes)
 				if mode != "allreduce+adam" {
@@ -70,6 +75,11 @@ func BenchmarkZeroStep(b *testing.B) {
 				}, a.StateBytes()}
 				return nil
 			}))
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			// What each rank's optimizer and gradients hold on the heap:
+			// the growth since before they were made, less the parameters.
+			heap := (int64(after.HeapAlloc)-int64(before.HeapAlloc))/ranks - 4*tensors*perTensor
 			b.SetBytes(4 * tensors * perTensor)
 			b.ResetTimer()
 			testkit.NoErrors(b, testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
@@ -90,6 +100,7 @@ func BenchmarkZeroStep(b *testing.B) {
 				return nil
 			}))
 			b.ReportMetric(float64(rs[0].state), "state-B/rank")
+			b.ReportMetric(float64(heap), "heap-B/rank")
 		})
 	}
 }
