@@ -13,7 +13,9 @@
 // started at the end). -overlap=false holds every bucket back until
 // backward has finished, and -reducer=false all-reduces the gradient as
 // one slice after backward, the way this program did before the Reducer;
-// rank 0 prints the mean time of a step, so the three can be compared:
+// rank 0 prints the mean time of a step, so the three can be compared
+// (examples/train/slowlink.sh does, between two simulated hosts over
+// shaped links):
 //
 //	go run ./examples/train -optim adam
 //	go run ./examples/train -optim adam -overlap=false
