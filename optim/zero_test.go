@@ -402,3 +402,62 @@ func TestZeroTinyBuckets(t *testing.T) {
 		}
 	}
 }
+
+// With Buckets.FindUnused, gradients not marked ready in a step are
+// reduced as zeros: ZeRO then matches Adam with zero gradients for them.
+func TestZeroFindUnused(t *testing.T) {
+	shapes := []int{5, 300, 7, 41}
+	const steps = 3
+	used := func(s, i int) bool { return (i+s)%3 != 0 } // the same on every rank
+	w := openWorld(t, "inproc", 3)
+	ctx := testkit.Context(t, time.Minute)
+	cfg := Config{LR: 0.01}
+	got := make([][][]float32, 3)
+	testkit.NoErrors(t, testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
+		params := zeroParams(shapes)
+		z, err := NewZero(ctx, c, ZeroConfig{Config: cfg, Stage: 2, Buckets: ddp.Options{BucketCapBytes: 512, FirstBucketCapBytes: 64, FindUnused: true}}, params...)
+		if err != nil {
+			return err
+		}
+		for s := range steps {
+			for i := range shapes {
+				localGrads(r*100+i, s, z.Grad(i)) // unmarked ones too: the Reducer must drop them
+				if used(s, i) {
+					if err := z.Ready(ctx, i); err != nil {
+						return err
+					}
+				}
+			}
+			if err := z.Step(ctx); err != nil {
+				return err
+			}
+		}
+		got[r] = params
+		return nil
+	}))
+	ref := zeroParams(shapes)
+	a, err := NewAdam(cfg, ref...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := range steps {
+		g := averageGrads(3, s, shapes)
+		for i := range g {
+			if !used(s, i) {
+				clear(g[i])
+			}
+		}
+		if err := a.Step(g...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range got {
+		for i := range ref {
+			for j := range ref[i] {
+				if d := math.Abs(float64(got[r][i][j] - ref[i][j])); d > 1e-5 {
+					t.Fatalf("rank %d tensor %d element %d: %v, Adam %v", r, i, j, got[r][i][j], ref[i][j])
+				}
+			}
+		}
+	}
+}
