@@ -132,6 +132,19 @@ func (a *Adam) Steps() int {
 	return a.t
 }
 
+// StateBytes returns the bytes of optimizer state Adam holds: both
+// moments, 8 bytes per parameter.
+func (a *Adam) StateBytes() int64 {
+	if a == nil {
+		return 0
+	}
+	var n int64
+	for i := range a.m {
+		n += int64(len(a.m[i]) + len(a.v[i]))
+	}
+	return 4 * n
+}
+
 // checkGrads reports grads that do not match params tensor for tensor.
 func checkGrads(where string, params, grads [][]float32) error {
 	if len(grads) != len(params) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/ddp"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/optim"
 )
@@ -93,6 +94,96 @@ var optimCases = []optimCase{
 			return errors.New("Steps of a nil *OnebitAdam is not 0")
 		}
 		return o.Step(ctx)
+	}},
+	{"Adam.StateBytes", "a nil *Adam", "nil *Adam", func(context.Context, *comm.Comm) error {
+		var a *optim.Adam
+		if n := a.StateBytes(); n != 0 {
+			return errors.New("StateBytes of a nil *Adam is not 0")
+		}
+		return a.Step()
+	}},
+	{"NewZero", "stage 3", "Stage 3", func(ctx context.Context, c *comm.Comm) error {
+		_, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 3}, params()...)
+		return err
+	}},
+	{"NewZero", "no stage", "Stage 0", func(ctx context.Context, c *comm.Comm) error {
+		_, err := optim.NewZero(ctx, c, optim.ZeroConfig{}, params()...)
+		return err
+	}},
+	{"NewZero", "nil communicator", "nil communicator", func(ctx context.Context, _ *comm.Comm) error {
+		_, err := optim.NewZero(ctx, nil, optim.ZeroConfig{Stage: 1}, params()...)
+		return err
+	}},
+	{"NewZero", "a NaN learning rate", "LR NaN", func(ctx context.Context, c *comm.Comm) error {
+		_, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 2, Config: optim.Config{LR: math.NaN()}}, params()...)
+		return err
+	}},
+	{"NewZero", "a negative bucket cap", "BucketCapBytes", func(ctx context.Context, c *comm.Comm) error {
+		_, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 2, Buckets: ddp.Options{BucketCapBytes: -1}}, params()...)
+		return err
+	}},
+	{"Zero.Ready", "a gradient out of range", "Ready(2)", func(ctx context.Context, c *comm.Comm) error {
+		z, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 1}, params()...)
+		if err != nil {
+			return err
+		}
+		return z.Ready(ctx, 2)
+	}},
+	{"Zero.Ready", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		return z.Ready(ctx, 0)
+	}},
+	{"Zero.Step", "a nil context", "nil context", func(ctx context.Context, c *comm.Comm) error {
+		z, err := optim.NewZero(ctx, c, optim.ZeroConfig{Stage: 2}, params()...)
+		if err != nil {
+			return err
+		}
+		//lint:ignore SA1012 the nil context is the malformed call under test
+		if err := z.Step(nil); !errors.Is(err, comm.ErrInvalid) {
+			return err
+		}
+		for i := range 2 {
+			if err := z.Ready(ctx, i); err != nil {
+				return err
+			}
+		}
+		if err := z.Step(ctx); err != nil { // the nil context did not break it
+			return err
+		}
+		//lint:ignore SA1012 the nil context is the malformed call under test
+		return z.Step(nil)
+	}},
+	{"Zero.Step", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		return z.Step(ctx)
+	}},
+	{"Zero.Grad", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		if z.Grad(0) != nil || z.Steps() != 0 || z.Stage() != 0 || z.StateBytes() != 0 {
+			return errors.New("a nil *Zero has a gradient, steps, a stage or state")
+		}
+		return z.Step(ctx)
+	}},
+	{"Zero.Steps", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		if z.Steps() != 0 {
+			return errors.New("Steps of a nil *Zero is not 0")
+		}
+		return z.Step(ctx)
+	}},
+	{"Zero.Stage", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		if z.Stage() != 0 {
+			return errors.New("Stage of a nil *Zero is not 0")
+		}
+		return z.Step(ctx)
+	}},
+	{"Zero.StateBytes", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		if z.StateBytes() != 0 {
+			return errors.New("StateBytes of a nil *Zero is not 0")
+		}
+		return z.Step(ctx)
 	}},
 }
 

@@ -22,8 +22,15 @@ func main() {
 	flag.BoolVar(&cfg.profile, "profile", cfg.profile, "comms logger: print its summary and straggler report at the end")
 	flag.StringVar(&cfg.traceDir, "trace-dir", "", "with -profile: write a Chrome/Perfetto trace per rank here (merge with commtrace)")
 	flag.BoolVar(&cfg.shrink, "shrink", false, "survive the loss of ranks: the others shrink the world past them and train on (-optim sgd; run under commrun -keep-going)")
+	flag.BoolVar(&cfg.reducer, "reducer", cfg.reducer, "reduce gradients through a ddp.Reducer, layer by layer as backward produces them (false: one all-reduce of the whole gradient after backward)")
+	flag.BoolVar(&cfg.overlap, "overlap", cfg.overlap, "with the Reducer: start each bucket as soon as its gradients are ready (false: only once backward has finished)")
+	flag.IntVar(&cfg.bucketKB, "bucket-kb", cfg.bucketKB, "with the Reducer: bucket cap in KiB (DDP's default is 25600)")
+	flag.IntVar(&cfg.zero, "zero", cfg.zero, "ZeRO stage: 0 (none), 1 (Adam's state partitioned) or 2 (gradients reduce-scattered too); implies -optim adam")
 	flag.Parse()
 	cfg.flagsGiven = map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { cfg.flagsGiven[f.Name] = true })
+	if cfg.zero > 0 && !cfg.flagsGiven["optim"] {
+		cfg.optim = optimAdam
+	}
 	os.Exit(run(context.Background(), cfg, os.Stdout, os.Stderr))
 }

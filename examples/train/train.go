@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/ddp"
 	"github.com/gocomm/comm/launch"
 	"github.com/gocomm/comm/optim"
 	"github.com/gocomm/comm/profile"
@@ -43,11 +44,64 @@ type config struct {
 	// shrink survives the loss of ranks: the others shrink the world past
 	// them (comm.Comm.Shrink) and go on (run under commrun -keep-going).
 	shrink bool
+	// reducer reduces the gradients through a ddp.Reducer, layer by layer
+	// as backward produces them, in buckets of at most bucketKB KiB;
+	// overlap lets a bucket start before backward has finished. Without
+	// reducer the gradient is one slice, all-reduced after backward.
+	reducer, overlap bool
+	bucketKB         int
+	// zero is the ZeRO stage (optim.Zero; 0: none).
+	zero int
 }
 
 func defaultConfig() config {
 	return config{procs: 4, epochs: 3, batch: 32, hidden: 512, layers: 2, samples: 8192, seed: 1, timeout: 2 * time.Minute,
-		optim: optimSGD, freezeStep: 40, profile: true}
+		optim: optimSGD, freezeStep: 40, profile: true, reducer: true, overlap: true, bucketKB: 256}
+}
+
+// buckets are the Reducer's bucket caps: bucketKB, and DDP's 1 MiB first
+// bucket unless bucketKB is smaller.
+func (cfg config) buckets() ddp.Options {
+	c := cfg.bucketKB << 10
+	return ddp.Options{BucketCapBytes: c, FirstBucketCapBytes: min(c, ddp.DefaultFirstBucketCapBytes)}
+}
+
+// check reports flags that do not go together, and settles the ones that
+// follow from others.
+func (cfg *config) check() error {
+	switch {
+	case cfg.zero < 0 || cfg.zero > 2:
+		return fmt.Errorf("-zero %d: use 0 (none), 1 or 2 (ZeRO stage 3 is not offered)", cfg.zero)
+	case cfg.zero > 0 && cfg.optim != optimAdam:
+		return fmt.Errorf("-zero %d partitions Adam's state: use it with -optim adam, not %s", cfg.zero, cfg.optim)
+	case cfg.zero > 0 && !cfg.reducer:
+		return fmt.Errorf("-zero %d reduces through its own Reducer: drop -reducer=false", cfg.zero)
+	case cfg.zero > 0 && cfg.shrink:
+		return fmt.Errorf("-shrink recovers -optim sgd only, not ZeRO")
+	case cfg.bucketKB <= 0:
+		return fmt.Errorf("-bucket-kb %d: use a positive size", cfg.bucketKB)
+	}
+	if cfg.shrink || cfg.optim == optimOnebitAdam {
+		// -shrink rebuilds the world, and the Reducer is bound to its
+		// communicator; 1-bit Adam reduces the momentum, not gradients.
+		cfg.reducer = false
+	}
+	return nil
+}
+
+// gradientString describes how gradients are reduced, for the first line.
+func (cfg config) gradientString() string {
+	when := "overlapped with backward"
+	if !cfg.overlap {
+		when = "after backward"
+	}
+	switch {
+	case cfg.zero > 0:
+		return fmt.Sprintf("ZeRO stage %d over %d KiB buckets, %s", cfg.zero, cfg.bucketKB, when)
+	case cfg.reducer:
+		return fmt.Sprintf("gradients reduced in %d KiB buckets, %s", cfg.bucketKB, when)
+	}
+	return "gradients all-reduced whole after backward"
 }
 
 // optimizer names the training's optimizer; it is a flag.Value.
@@ -294,9 +348,10 @@ func (m *model) score(y []int) (loss float64, correct int) {
 }
 
 // backward adds the gradient of the batch's loss against y, scaled by
-// scale, to grad (laid out as params). forward must have just run on the
-// batch.
-func (m *model) backward(y []int, scale float32, grad []float32) {
+// scale, to g's tensors (see tensors) and marks each layer's two ready as
+// soon as they are final, so that their reduction overlaps the rest of
+// backward. forward must have just run on the batch.
+func (m *model) backward(ctx context.Context, y []int, scale float32, g gradients) error {
 	n := len(y)
 	top := m.layers()
 	delta := m.delta[:n*classes]
@@ -310,8 +365,7 @@ func (m *model) backward(y []int, scale float32, grad []float32) {
 	for l := top - 1; l >= 0; l-- {
 		in, out := m.dims[l], m.dims[l+1]
 		a := m.acts[l]
-		gw := grad[m.off[l] : m.off[l]+out*in]
-		gb := grad[m.off[l]+out*in : m.off[l]+out*(in+1)]
+		gw, gb := g.Grad(2*l), g.Grad(2*l+1)
 		for o := range out {
 			row := gw[o*in : (o+1)*in]
 			for s := range n {
@@ -319,6 +373,12 @@ func (m *model) backward(y []int, scale float32, grad []float32) {
 				gb[o] += d
 				axpy(row, d, a[s*in:(s+1)*in])
 			}
+		}
+		if err := g.Ready(ctx, 2*l); err != nil {
+			return err
+		}
+		if err := g.Ready(ctx, 2*l+1); err != nil {
+			return err
 		}
 		if l == 0 {
 			break
@@ -339,6 +399,65 @@ func (m *model) backward(y []int, scale float32, grad []float32) {
 		m.delta, m.prev = m.prev, m.delta
 		delta = prev
 	}
+	return nil
+}
+
+// tensors returns views of x (laid out as params) per parameter tensor:
+// layer l's weights are tensor 2l, its biases 2l+1.
+func (m *model) tensors(x []float32) [][]float32 {
+	ts := make([][]float32, 0, 2*m.layers())
+	for l := range m.layers() {
+		in, out := m.dims[l], m.dims[l+1]
+		ts = append(ts, x[m.off[l]:m.off[l]+out*in:m.off[l]+out*in], x[m.off[l]+out*in:m.off[l]+out*(in+1):m.off[l]+out*(in+1)])
+	}
+	return ts
+}
+
+// gradients is where backward puts each tensor's gradient, and whom it
+// tells when one is final: a ddp.Reducer, an optim.Zero, or flatGrads.
+type gradients interface {
+	Grad(i int) []float32
+	Ready(ctx context.Context, i int) error
+}
+
+// flatGrads is the gradient as one slice laid out as the parameters; its
+// tensors are views of it and Ready does nothing: the optimizer reduces
+// the whole slice at once, after backward.
+type flatGrads struct {
+	grad  []float32
+	views [][]float32
+}
+
+func newFlatGrads(m *model) *flatGrads {
+	g := make([]float32, len(m.params))
+	return &flatGrads{grad: g, views: m.tensors(g)}
+}
+
+func (f *flatGrads) Grad(i int) []float32 { return f.views[i] }
+
+func (f *flatGrads) Ready(context.Context, int) error { return nil }
+
+// deferredReady is -overlap=false: it holds back every Ready until
+// backward has finished (flush), so that no communication overlaps it.
+type deferredReady struct {
+	gradients
+	marked []int
+}
+
+func (d *deferredReady) Ready(_ context.Context, i int) error {
+	d.marked = append(d.marked, i)
+	return nil
+}
+
+// flush marks the gradients held back, in backward's order.
+func (d *deferredReady) flush(ctx context.Context) error {
+	defer func() { d.marked = d.marked[:0] }()
+	for _, i := range d.marked {
+		if err := d.gradients.Ready(ctx, i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dot is the inner product of a and b[:len(a)], in four running sums.
@@ -383,6 +502,7 @@ type result struct {
 	loss, accuracy float64 // last epoch's training loss and the test accuracy
 	testLoss       float64 // mean cross-entropy on the test set
 	samplesPerSec  float64
+	stepTime       time.Duration // mean of forward, backward and optimizer step
 	checksum       uint64
 	// stages are the bytes per step of each stage, from the profiler's
 	// records (empty when the profiler is off).
@@ -426,35 +546,77 @@ const (
 // stepper is one optimizer step from this rank's local gradient: it
 // averages the gradient (or momentum) over the ranks and moves params.
 type stepper interface {
-	// step updates the parameters with the local gradient grad (which it
-	// may overwrite); it reports the stage the step ran in and the log
-	// name of its collectives.
-	step(ctx context.Context, grad []float32) (stage, logName string, err error)
+	// grads is where backward writes the step's local gradient; it is
+	// zero at the start of every step.
+	grads() gradients
+	// logName names the collectives backward's Ready calls start.
+	logName() string
+	// step updates the parameters with the gradient (and leaves it zero);
+	// it reports the stage the step ran in and the log name of its
+	// collectives.
+	step(ctx context.Context) (stage, logName string, err error)
 }
 
-// newStepper builds the configured optimizer over params.
-func newStepper(c *comm.Comm, cfg config, params []float32) (stepper, error) {
+// Log name of ZeRO's collectives (reduction and parameter all-gather).
+const zeroLogName = "zero grads+params"
+
+// newStepper builds the configured optimizer over the model's parameters:
+// through a ddp.Reducer (or ZeRO's) unless cfg.reducer is off or the
+// optimizer reduces by itself (1-bit Adam), else over one flat gradient.
+func newStepper(ctx context.Context, c *comm.Comm, cfg config, m *model) (stepper, error) {
 	lr := cfg.lr
+	if lr == 0 && cfg.optim == optimSGD {
+		lr = 0.05
+	}
+	if cfg.zero > 0 {
+		z, err := optim.NewZero(comm.WithLogName(ctx, zeroLogName), c, optim.ZeroConfig{Config: optim.Config{LR: lr}, Stage: cfg.zero, Buckets: cfg.buckets()}, m.tensors(m.params)...)
+		if err != nil {
+			return nil, err
+		}
+		return &zeroStep{z: z}, nil
+	}
+	if cfg.optim == optimOnebitAdam {
+		o, err := optim.NewOnebitAdam(c, optim.OnebitConfig{Config: optim.Config{LR: lr}, FreezeStep: cfg.freezeStep}, m.params)
+		if err != nil {
+			return nil, err
+		}
+		return &onebitAdam{o: o, g: newFlatGrads(m)}, nil
+	}
+	var update func(grads [][]float32) error // over averaged gradient tensors
 	switch cfg.optim {
 	case optimSGD:
-		if lr == 0 {
-			lr = 0.05
+		s := &sgd{c: c, lr: float32(lr), params: m.params, velocity: make([]float32, len(m.params)), g: newFlatGrads(m)}
+		if !cfg.reducer {
+			return s, nil
 		}
-		return &sgd{c: c, lr: float32(lr), params: params, velocity: make([]float32, len(params))}, nil
+		params, velocity := m.tensors(m.params), m.tensors(s.velocity)
+		update = func(grads [][]float32) error {
+			for i, g := range grads {
+				sgdUpdate(s.lr, params[i], velocity[i], g)
+			}
+			return nil
+		}
 	case optimAdam:
-		a, err := optim.NewAdam(optim.Config{LR: lr}, params)
+		a, err := optim.NewAdam(optim.Config{LR: lr}, m.tensors(m.params)...)
 		if err != nil {
 			return nil, err
 		}
-		return &adam{c: c, a: a}, nil
-	case optimOnebitAdam:
-		o, err := optim.NewOnebitAdam(c, optim.OnebitConfig{Config: optim.Config{LR: lr}, FreezeStep: cfg.freezeStep}, params)
-		if err != nil {
-			return nil, err
+		if !cfg.reducer {
+			return &adam{c: c, a: a, g: newFlatGrads(m)}, nil
 		}
-		return &onebitAdam{o: o}, nil
+		update = func(grads [][]float32) error { return a.Step(grads...) }
+	default:
+		return nil, fmt.Errorf("unknown optimizer %q: use %s", cfg.optim, optimNames)
 	}
-	return nil, fmt.Errorf("unknown optimizer %q: use %s", cfg.optim, optimNames)
+	shapes := make([][]int, 2*m.layers())
+	for i, t := range m.tensors(m.params) {
+		shapes[i] = []int{len(t)}
+	}
+	red, err := ddp.New[float32](ctx, c, shapes, cfg.buckets())
+	if err != nil {
+		return nil, err
+	}
+	return &reduced{red: red, update: update, views: make([][]float32, len(shapes))}, nil
 }
 
 // sgd is SGD with momentum 0.9 over gradients averaged by an all-reduce.
@@ -462,42 +624,102 @@ type sgd struct {
 	c                *comm.Comm
 	lr               float32
 	params, velocity []float32
+	g                *flatGrads
 }
 
-func (s *sgd) step(ctx context.Context, grad []float32) (string, string, error) {
+func (s *sgd) grads() gradients { return s.g }
+func (s *sgd) logName() string  { return gradLogName }
+
+func (s *sgd) step(ctx context.Context) (string, string, error) {
+	grad := s.g.grad
+	defer clear(grad)
 	if err := comm.AllReduce(comm.WithLogName(ctx, gradLogName), s.c, grad, grad, comm.Avg); err != nil {
 		return "", "", fmt.Errorf("gradient all-reduce: %w", err)
 	}
+	sgdUpdate(s.lr, s.params, s.velocity, grad)
+	return "exact", gradLogName, nil
+}
+
+// sgdUpdate is one step of SGD with momentum 0.9.
+func sgdUpdate(lr float32, params, velocity, grad []float32) {
 	const momentum = 0.9
 	for i, g := range grad {
-		s.velocity[i] = momentum*s.velocity[i] + g
-		s.params[i] -= s.lr * s.velocity[i]
+		velocity[i] = momentum*velocity[i] + g
+		params[i] -= lr * velocity[i]
 	}
-	return "exact", gradLogName, nil
 }
 
 // adam is Adam over gradients averaged by an all-reduce.
 type adam struct {
 	c *comm.Comm
 	a *optim.Adam
+	g *flatGrads
 }
 
-func (a *adam) step(ctx context.Context, grad []float32) (string, string, error) {
-	if err := comm.AllReduce(comm.WithLogName(ctx, gradLogName), a.c, grad, grad, comm.Avg); err != nil {
+func (a *adam) grads() gradients { return a.g }
+func (a *adam) logName() string  { return gradLogName }
+
+func (a *adam) step(ctx context.Context) (string, string, error) {
+	defer clear(a.g.grad)
+	if err := comm.AllReduce(comm.WithLogName(ctx, gradLogName), a.c, a.g.grad, a.g.grad, comm.Avg); err != nil {
 		return "", "", fmt.Errorf("gradient all-reduce: %w", err)
 	}
-	return "exact", gradLogName, a.a.Step(grad)
+	return "exact", gradLogName, a.a.Step(a.g.views...)
+}
+
+// reduced is an optimizer over gradients a ddp.Reducer averages bucket by
+// bucket while backward runs.
+type reduced struct {
+	red    *ddp.Reducer[float32]
+	update func(grads [][]float32) error
+	views  [][]float32
+}
+
+func (r *reduced) grads() gradients { return r.red }
+func (r *reduced) logName() string  { return gradLogName }
+
+func (r *reduced) step(ctx context.Context) (string, string, error) {
+	// Backward's Ready started every bucket; Wait's own collective (the
+	// rebuild's broadcast after the first step) is not gradient traffic.
+	if err := r.red.Wait(ctx); err != nil {
+		return "", "", err
+	}
+	for i := range r.views {
+		r.views[i] = r.red.Grad(i) // the views move when the buckets are rebuilt
+	}
+	err := r.update(r.views)
+	r.red.ZeroGrad()
+	return "exact", gradLogName, err
+}
+
+// zeroStep is ZeRO (stage 1 or 2) Adam: its Reducer reduces the gradients
+// while backward runs, and Step updates this rank's share and all-gathers
+// the parameters.
+type zeroStep struct{ z *optim.Zero }
+
+func (z *zeroStep) grads() gradients { return z.z }
+func (z *zeroStep) logName() string  { return zeroLogName }
+
+func (z *zeroStep) step(ctx context.Context) (string, string, error) {
+	return fmt.Sprintf("zero-%d", z.z.Stage()), zeroLogName, z.z.Step(comm.WithLogName(ctx, zeroLogName))
 }
 
 // onebitAdam is 1-bit Adam, which communicates by itself.
-type onebitAdam struct{ o *optim.OnebitAdam }
+type onebitAdam struct {
+	o *optim.OnebitAdam
+	g *flatGrads
+}
 
-func (o *onebitAdam) step(ctx context.Context, grad []float32) (string, string, error) {
+func (o *onebitAdam) grads() gradients { return o.g }
+func (o *onebitAdam) logName() string  { return gradLogName }
+
+func (o *onebitAdam) step(ctx context.Context) (string, string, error) {
+	defer clear(o.g.grad)
 	stage, name := "warm-up", gradLogName
 	if o.o.Compressing() {
 		stage, name = "compression", momentumLogName
 	}
-	return stage, name, o.o.Step(comm.WithLogName(ctx, name), grad)
+	return stage, name, o.o.Step(comm.WithLogName(ctx, name), o.g.grad)
 }
 
 // train runs data-parallel training on c: every rank computes the gradient
@@ -520,6 +742,9 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if cfg.shrink && cfg.optim != optimSGD {
 		return result{}, fmt.Errorf("-shrink recovers -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
 	}
+	if err := cfg.check(); err != nil {
+		return result{}, err
+	}
 	if cfg.shrink {
 		// Which process is which rank, for whoever wants to kill one.
 		fmt.Fprintf(out, "train: rank %d is pid %d\n", rank, os.Getpid())
@@ -532,18 +757,23 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if err := comm.Broadcast(comm.WithLogName(ctx, "broadcast"), c, m.params, 0); err != nil {
 		return result{}, fmt.Errorf("broadcasting the initial weights: %w", err)
 	}
-	opt, err := newStepper(c, cfg, m.params)
+	opt, err := newStepper(ctx, c, cfg, m)
 	if err != nil {
 		return result{}, err
+	}
+	grads := opt.grads()
+	var held *deferredReady
+	if !cfg.overlap {
+		held = &deferredReady{gradients: grads}
+		grads = held
 	}
 	launcher := "none"
 	if env, err := comm.ReadEnvironment(nil); err == nil {
 		launcher = env.Launcher.String()
 	}
-	say("train: %d ranks (launcher: %s), %d parameters (%s of gradient), %s, %d training samples (%d per rank), %d steps of %d x %d per epoch",
-		size, launcher, len(m.params), profile.ConvertSize(int64(4*len(m.params))), cfg.optimizerString(), trainSet.len(), perRank, steps, size, cfg.batch)
+	say("train: %d ranks (launcher: %s), %d parameters (%s of gradient), %s, %s, %d training samples (%d per rank), %d steps of %d x %d per epoch",
+		size, launcher, len(m.params), profile.ConvertSize(int64(4*len(m.params))), cfg.optimizerString(), cfg.gradientString(), trainSet.len(), perRank, steps, size, cfg.batch)
 
-	grad := make([]float32, len(m.params))
 	batchX := make([]float32, cfg.batch*features)
 	batchY := make([]int, cfg.batch)
 	stageSteps := map[string]int{}
@@ -559,6 +789,9 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	defer surv.close()
 	var sh shard
 	var lossSum, correct, seen float64
+	var stepTime time.Duration // forward, backward and optimizer steps
+	var optTime time.Duration  // optimizer steps: the wait for the reductions and the update
+	var stepCount int
 	start := time.Now()
 	fail := func(err error, epoch, step int) (int, int, error) {
 		e, s, err := surv.survive(ctx, &c, err, epoch, step, m.params, opt)
@@ -596,11 +829,22 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 				copy(batchX[k*features:(k+1)*features], trainSet.x[i*features:(i+1)*features])
 				batchY[k] = trainSet.y[i]
 			}
+			t0 := time.Now()
 			m.forward(batchX, cfg.batch)
 			l, ok := m.score(batchY)
-			clear(grad)
-			m.backward(batchY, float32(1)/float32(cfg.batch), grad)
-			stage, logName, err := opt.step(ctx, grad)
+			gctx := comm.WithLogName(ctx, opt.logName())
+			err := m.backward(gctx, batchY, float32(1)/float32(cfg.batch), grads)
+			if err == nil && held != nil {
+				err = held.flush(gctx)
+			}
+			stage, logName := "", ""
+			t1 := time.Now()
+			if err == nil {
+				stage, logName, err = opt.step(ctx)
+			}
+			stepTime += time.Since(t0)
+			optTime += time.Since(t1)
+			stepCount++
 			if err != nil {
 				if epoch, s, err = fail(fmt.Errorf("epoch %d step %d: %w", epoch, s, err), epoch, s); err != nil {
 					return result{}, err
@@ -635,6 +879,12 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		start = time.Now()
 	}
 	say("parameters identical on all %d ranks", size)
+	if stepCount > 0 {
+		res.stepTime = stepTime / time.Duration(stepCount)
+		opt := optTime / time.Duration(stepCount)
+		say("train: %.2f ms per step on rank 0: %.2f ms forward and backward, %.2f ms optimizer step (what is left of the reduction, and the update); %s",
+			ms(res.stepTime), ms(res.stepTime-opt), ms(opt), cfg.gradientString())
+	}
 	// What each stage sent per step, as the comms logger counted it.
 	if c.Profiler().Enabled() && size > 1 {
 		res.stages = countStageBytes(c.Profiler().Records(), stageOrder, stageSteps)
@@ -655,6 +905,9 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		size, cfg.epochs, res.loss, res.testLoss, 100*res.accuracy, res.samplesPerSec, res.checksum)
 	return res, nil
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // countStageBytes sums, per stage, the message sizes of the successful
 // records carrying the stage's log name.

@@ -93,6 +93,64 @@ func TestTrainOptimizers(t *testing.T) {
 	}
 }
 
+// ZeRO stages 1 and 2 train as Adam does (the same updates up to the
+// reductions' rounding): the same accuracy band and nearly the same loss,
+// every rank identical, on 2 ranks and on 3 (uneven shares). Holding every
+// Ready back until backward has finished (-overlap=false) changes when
+// buckets start, not what they add: the same bits.
+func TestTrainZero(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.epochs, cfg.samples, cfg.hidden, cfg.optim, cfg.lr = 2, 2048, 64, optimAdam, 0.01
+	cfg.bucketKB = 8 // several buckets even for this small model
+	for _, n := range []int{2, 3} {
+		cfg.zero = 0
+		base := trainInWorld(t, n, cfg)
+		for _, stage := range []int{1, 2} {
+			cfg.zero = stage
+			res := trainInWorld(t, n, cfg)
+			for r := range res {
+				if res[r].checksum != res[0].checksum {
+					t.Errorf("%d ranks, -zero %d: rank %d ends with %016x, rank 0 with %016x", n, stage, r, res[r].checksum, res[0].checksum)
+				}
+			}
+			if res[0].accuracy < 0.7 || math.Abs(res[0].accuracy-base[0].accuracy) > 0.02 || math.Abs(res[0].loss-base[0].loss) > 0.01*base[0].loss {
+				t.Errorf("%d ranks, -zero %d: test accuracy %.4f, loss %.4f; -zero 0: %.4f, %.4f", n, stage, res[0].accuracy, res[0].loss, base[0].accuracy, base[0].loss)
+			}
+			if stage == 2 && n == 3 {
+				cfg.overlap = false
+				held := trainInWorld(t, n, cfg)
+				cfg.overlap = true
+				if held[0].checksum != res[0].checksum {
+					t.Errorf("-zero 2 -overlap=false ends with %016x, overlapped %016x", held[0].checksum, res[0].checksum)
+				}
+			}
+		}
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*config)
+		want   string
+	}{
+		{func(c *config) { c.zero, c.optim = 3, optimAdam }, "-zero 3"},
+		{func(c *config) { c.zero = 1 }, "-optim adam"},
+		{func(c *config) { c.zero, c.optim, c.reducer = 2, optimAdam, false }, "-reducer=false"},
+		{func(c *config) { c.bucketKB = 0 }, "-bucket-kb"},
+	} {
+		cfg := defaultConfig()
+		tc.change(&cfg)
+		if err := cfg.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an error naming %s", cfg, err, tc.want)
+		}
+	}
+	cfg := defaultConfig()
+	cfg.shrink = true
+	if err := cfg.check(); err != nil || cfg.reducer {
+		t.Errorf("-shrink: %v, reducer %v; want the flat all-reduce", err, cfg.reducer)
+	}
+}
+
 func TestOptimizerFlag(t *testing.T) {
 	for in, want := range map[string]optimizer{"sgd": optimSGD, "Adam": optimAdam, "onebitadam": optimOnebitAdam, "onebit_adam": optimOnebitAdam, "1bitadam": optimOnebitAdam} {
 		var o optimizer
@@ -116,6 +174,25 @@ func TestTrainRejectsTinyShards(t *testing.T) {
 	cfg.samples = 16
 	if _, err := train(context.Background(), w[0], cfg, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "fewer than one batch") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// ZeRO-2 in real processes, 3 ranks (uneven shares), over the default
+// transport: the ranks end identical.
+func TestTrainZeroProcesses(t *testing.T) {
+	bin := buildTrain(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := append([]string{"-zero", "2", "-lr", "0.01"}, trainArgs...)
+	err := launch.Run(ctx, launch.Config{NProcs: 3, Program: bin, Args: args, Env: testkit.LauncherFreeEnv(),
+		Stdout: &out, Stderr: &out, Timeout: 80 * time.Second})
+	if err != nil {
+		t.Fatalf("-zero 2 on 3 ranks: %v\n%s", err, out.String())
+	}
+	checksumOf(t, "-zero 2 on 3 ranks", out.Bytes(), 3)
+	if !bytes.Contains(out.Bytes(), []byte("ZeRO stage 2")) {
+		t.Errorf("no ZeRO on the first line:\n%s", out.String())
 	}
 }
 
