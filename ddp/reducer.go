@@ -54,9 +54,13 @@ type Options struct {
 
 // Hook is a communication hook (DDP's register_comm_hook): given a full
 // bucket, it starts the bucket's reduction across the ranks of c and
-// returns its Work. When the Work is done, b.Data must hold the reduced
-// gradients (averaged, by the hooks of this package). b.Data is the local
-// sum, in bucket memory; it belongs to the Work until it is done. b is the
+// returns its Work. When the Work is done, b.Data holds the reduced
+// gradients (averaged, by the hooks of this package), or, for a hook that
+// keeps its result elsewhere (optim's ZeRO stage 2 reduce-scatters each
+// bucket into the rank's share), whatever that hook's caller expects: the
+// Reducer never reads or writes bucket memory after the hook's Work is done
+// until the next step's gradients arrive. b.Data is the local sum, in
+// bucket memory; it belongs to the Work until it is done. b is the
 // Reducer's: do not modify its Layout's slices or keep b after the Work.
 //
 // The Reducer calls its hook for buckets 0, 1, 2... in that order, one
