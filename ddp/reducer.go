@@ -58,8 +58,9 @@ type Options struct {
 // gradients (averaged, by the hooks of this package), or, for a hook that
 // keeps its result elsewhere (optim's ZeRO stage 2 reduce-scatters each
 // bucket into the rank's share), whatever that hook's caller expects: the
-// Reducer never reads or writes bucket memory after the hook's Work is done
-// until the next step's gradients arrive. b.Data is the local sum, in
+// Reducer does not touch bucket memory after the hook's Work is done,
+// except to move the values once when it rebuilds its buckets after the
+// first synced step (Options.KeepOrder turns that off, as ZeRO does). b.Data is the local sum, in
 // bucket memory; it belongs to the Work until it is done. b is the
 // Reducer's: do not modify its Layout's slices or keep b after the Work.
 //
