@@ -304,6 +304,11 @@ func Join(ctx context.Context, opts Options) (*Comm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("comm: Join: %w", err)
 	}
+	if _, ok := backend.Lookup(cfg.backend); !ok {
+		// Before taking a ticket: the world would admit a newcomer that
+		// can never connect.
+		return nil, fmt.Errorf("comm: Join: unknown backend %q (registered: %v)", cfg.backend, backend.Drivers())
+	}
 	if cfg.ownBootstrap {
 		return nil, fmt.Errorf("%w: Join: backend %q meets without a store and cannot admit newcomers", ErrInvalid, cfg.backend)
 	}

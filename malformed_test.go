@@ -14,6 +14,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/testkit"
+	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/profile"
 )
 
@@ -257,6 +258,15 @@ var receiverCalls = map[string]receiverCall{
 	// but after the receiver checks.
 	"Comm.Shrink": {call: func(ctx context.Context, c *comm.Comm) error {
 		_, err := c.Shrink(ctx)
+		return err
+	}},
+	// Grow and Joiners need a store too (as Shrink).
+	"Comm.Grow": {call: func(ctx context.Context, c *comm.Comm) error {
+		_, err := c.Grow(ctx)
+		return err
+	}},
+	"Comm.Joiners": {call: func(ctx context.Context, c *comm.Comm) error {
+		_, err := c.Joiners(ctx)
 		return err
 	}},
 }
@@ -677,6 +687,10 @@ var malformedCases = []malformedCase{
 		}},
 	{api: "Comm.Shrink", what: "a world with no store", want: nil, says: "needs the rendezvous store",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error { _, err := c.Shrink(ctx); return err }},
+	{api: "Comm.Grow", what: "a world with no store", want: nil, says: "needs the rendezvous store",
+		call: func(ctx context.Context, c *comm.Comm, _ bool) error { _, err := c.Grow(ctx); return err }},
+	{api: "Comm.Joiners", what: "a world with no store", want: nil, says: "needs the rendezvous store",
+		call: func(ctx context.Context, c *comm.Comm, _ bool) error { _, err := c.Joiners(ctx); return err }},
 	{api: "Comm.Abort", what: "a nil error", want: comm.ErrAborted, says: "",
 		call: func(ctx context.Context, c *comm.Comm, _ bool) error {
 			c.Abort(nil)
@@ -809,6 +823,21 @@ var malformedCases = []malformedCase{
 	{api: "Init", what: "nil context", want: comm.ErrInvalid, says: "nil context",
 		call: func(context.Context, *comm.Comm, bool) error {
 			_, err := comm.Init(nilContext, comm.Options{Getenv: noEnv})
+			return err
+		}},
+	{api: "Join", what: "nil context", want: comm.ErrInvalid, says: "nil context",
+		call: func(context.Context, *comm.Comm, bool) error {
+			_, err := comm.Join(nilContext, comm.Options{Getenv: noEnv})
+			return err
+		}},
+	{api: "Join", what: "no meeting place", want: comm.ErrEnvironment, says: "MASTER_ADDR",
+		call: func(ctx context.Context, _ *comm.Comm, _ bool) error {
+			_, err := comm.Join(ctx, comm.Options{Getenv: noEnv})
+			return err
+		}},
+	{api: "Join", what: "an unknown backend", want: nil, says: "nope",
+		call: func(ctx context.Context, _ *comm.Comm, _ bool) error {
+			_, err := comm.Join(ctx, comm.Options{Backend: "nope", Store: rendezvous.NewMemStore(), Getenv: noEnv})
 			return err
 		}},
 	{api: "ReadEnvironment", what: "a rank that is not a number", want: comm.ErrEnvironment, says: "RANK",
