@@ -14,8 +14,8 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/testkit"
-	"github.com/gocomm/comm/rendezvous"
 	"github.com/gocomm/comm/profile"
+	"github.com/gocomm/comm/rendezvous"
 )
 
 // staticcheck: the nil contexts are malformed calls under test, and the
