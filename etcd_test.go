@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/internal/testkit"
+	"github.com/gocomm/comm/rendezvous"
 )
 
 // The etcd tests run real ranks (launchRanks) that meet in a real etcd
@@ -98,8 +99,10 @@ func etcdKill0Rank(ctx context.Context) error {
 	return nil
 }
 
+func etcdPrefix(t *testing.T) string { return "/gocomm/" + strings.ReplaceAll(t.Name(), "/", "-") }
+
 func etcdInitMethod(t *testing.T, srv *testkit.Etcd) string {
-	return "GOCOMM_INIT_METHOD=etcd://" + srv.Endpoint() + "/gocomm/" + strings.ReplaceAll(t.Name(), "/", "-") + "?ttl=3s"
+	return "GOCOMM_INIT_METHOD=etcd://" + srv.Endpoint() + etcdPrefix(t) + "?ttl=3s"
 }
 
 func TestEtcdMultiProcessAllReduce(t *testing.T) {
@@ -110,22 +113,36 @@ func TestEtcdMultiProcessAllReduce(t *testing.T) {
 			t.Errorf("rank %d: %v\n%s", r, err, outs[r])
 		}
 	}
+	// The last rank to close removed the job's keys.
+	ctx := testkit.Context(t, 30*time.Second)
+	st, err := rendezvous.NewEtcdStore(ctx, []string{srv.Endpoint()}, etcdPrefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if n, err := st.NumKeys(ctx); err != nil || n != 0 {
+		t.Errorf("keys left under %s after the job: %d, %v", etcdPrefix(t), n, err)
+	}
 }
 
 // Rank 0 of 4 is killed mid-job: with the store in etcd the three others
-// shrink past it and go on.
+// shrink past it and go on, over TCP and over shared memory.
 func TestEtcdRank0KilledSurvivorsShrink(t *testing.T) {
 	srv := testkit.StartEtcd(t)
-	errs, outs := launchRanks(t, 4, "etcd-kill0", 2*time.Minute, etcdInitMethod(t, srv))
-	var exit *exec.ExitError
-	if !errors.As(errs[0], &exit) || exit.Exited() {
-		t.Errorf("rank 0 should have been killed by a signal: %v\n%s", errs[0], outs[0])
-	}
-	for r := 1; r < len(errs); r++ {
-		if errs[r] != nil || !strings.Contains(outs[r], "shrunk to rank") {
-			t.Errorf("rank %d: %v\n%s", r, errs[r], outs[r])
-		} else {
-			t.Logf("rank %d: %s", r, strings.TrimSpace(outs[r]))
-		}
+	for _, tr := range multiProcessTransports {
+		t.Run(tr, func(t *testing.T) {
+			errs, outs := launchRanks(t, 4, "etcd-kill0", 2*time.Minute, etcdInitMethod(t, srv), "GOCOMM_TRANSPORT="+tr)
+			var exit *exec.ExitError
+			if !errors.As(errs[0], &exit) || exit.Exited() {
+				t.Errorf("rank 0 should have been killed by a signal: %v\n%s", errs[0], outs[0])
+			}
+			for r := 1; r < len(errs); r++ {
+				if errs[r] != nil || !strings.Contains(outs[r], "shrunk to rank") {
+					t.Errorf("rank %d: %v\n%s", r, errs[r], outs[r])
+				} else {
+					t.Logf("rank %d: %s", r, strings.TrimSpace(outs[r]))
+				}
+			}
+		})
 	}
 }

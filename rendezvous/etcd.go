@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -73,6 +74,7 @@ type EtcdStore struct {
 	stop    context.CancelCauseFunc
 	keepers sync.WaitGroup // the lease keepers, ended by stop
 
+	closed    atomic.Bool // set by Close: later calls fail with ErrStoreClosed whatever ended life
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -259,6 +261,9 @@ func (s *EtcdStore) fail(op string, keys []string, err error) error {
 // begin derives the context of one call: it also ends when the store
 // closes or loses a lease.
 func (s *EtcdStore) begin(ctx context.Context, op string, keys []string) (context.Context, context.CancelFunc, error) {
+	if s.closed.Load() {
+		return nil, nil, s.fail(op, keys, ErrStoreClosed)
+	}
 	if cause := context.Cause(s.life); cause != nil {
 		return nil, nil, s.fail(op, keys, cause)
 	}
@@ -636,6 +641,7 @@ func (s *EtcdStore) RemoveAll(ctx context.Context) error {
 // job's keys stay for the other ranks.
 func (s *EtcdStore) Close() error {
 	s.closeOnce.Do(func() {
+		s.closed.Store(true)
 		s.stop(ErrStoreClosed)
 		s.keepers.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -219,6 +219,11 @@ func TestEtcdRemoveAll(t *testing.T) {
 	if _, err := b.Get(ctx, "x"); !errors.Is(err, ErrLeaseExpired) {
 		t.Fatalf("Get after the lease was lost: %v, want ErrLeaseExpired", err)
 	}
+	// Closed, it says so instead.
+	b.Close()
+	if _, err := b.Get(ctx, "x"); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("Get after Close: %v, want ErrStoreClosed", err)
+	}
 }
 
 // The store notices a lease that is gone (here revoked behind its back)
