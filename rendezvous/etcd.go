@@ -93,7 +93,9 @@ type etcdOptions struct {
 // not given): how long the job's keys outlive its last rank, and a rank's
 // leased keys (SetLeased) outlive it. etcd counts in whole seconds
 // (rounded up here) and raises a TTL below its minimum (1.5 election
-// timeouts, 2 s by default).
+// timeouts, 2 s by default). The job's lease keeps the TTL of the rank
+// that granted it (the first to open the prefix): give every rank the
+// same.
 func WithLeaseTTL(d time.Duration) EtcdOption { return func(o *etcdOptions) { o.ttl = d } }
 
 // WithConnectTimeout bounds how long NewEtcdStore waits for an etcd
@@ -135,10 +137,11 @@ func NewEtcdStore(ctx context.Context, endpoints []string, prefix string, opts .
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: slices.Clone(endpoints),
 		Logger:    zap.NewNop(),
-		// Notice a dead connection (a server that was killed or cut
-		// off) within seconds rather than the system's TCP timeouts.
-		DialKeepAliveTime:    2 * time.Second,
-		DialKeepAliveTimeout: 2 * time.Second,
+		// Notice a connection to a server that was cut off within
+		// seconds, not the system's TCP timeouts; no more often than
+		// etcd's --grpc-keepalive-min-time (5 s) allows, or it hangs up.
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		stop(ErrStoreClosed)
