@@ -356,26 +356,7 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		}
 		report.enter(phaseConnect, joined)
 	}
-	bcfg := backend.Config{
-		Rank: cfg.rank, Size: cfg.size,
-		LocalRank: cfg.localRank, LocalSize: cfg.localSize,
-		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
-		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
-		Transport: cfg.transport,
-	}
-	bcfg.Transport.Interface = cfg.socketIfname
-	storeAddr := cfg.rdzv.Addr
-	if len(cfg.rdzv.Endpoints) > 0 {
-		storeAddr = cfg.rdzv.Endpoints[0] // etcd: the route to it finds this rank's address
-	}
-	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(storeAddr)
-	local := cfg.storeLocal
-	if la, ok := store.(interface{ LocalAddr() net.Addr }); ok && local == nil {
-		local = la.LocalAddr()
-	}
-	if ta, ok := local.(*net.TCPAddr); ok {
-		bcfg.Transport.StoreLocalIP = ta.IP.String()
-	}
+	bcfg := cfg.backendConfig(store)
 	be, err := backend.Open(ctx, cfg.backend, bcfg)
 	if err != nil {
 		if own {
@@ -621,3 +602,28 @@ func (c *Comm) nextSeq() (uint64, error) {
 
 // algorithmOf is a helper for option parsing.
 func algorithmOf(s string) (algo.Algorithm, error) { return algo.ParseAlgorithm(s) }
+
+// backendConfig is the backend.Config of this rank meeting through store.
+func (cfg *config) backendConfig(store rendezvous.Store) backend.Config {
+	bcfg := backend.Config{
+		Rank: cfg.rank, Size: cfg.size,
+		LocalRank: cfg.localRank, LocalSize: cfg.localSize,
+		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
+		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
+		Transport: cfg.transport,
+	}
+	bcfg.Transport.Interface = cfg.socketIfname
+	storeAddr := cfg.rdzv.Addr
+	if len(cfg.rdzv.Endpoints) > 0 {
+		storeAddr = cfg.rdzv.Endpoints[0] // etcd: the route to it finds this rank's address
+	}
+	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(storeAddr)
+	local := cfg.storeLocal
+	if la, ok := store.(interface{ LocalAddr() net.Addr }); ok && local == nil {
+		local = la.LocalAddr()
+	}
+	if ta, ok := local.(*net.TCPAddr); ok {
+		bcfg.Transport.StoreLocalIP = ta.IP.String()
+	}
+	return bcfg
+}

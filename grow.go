@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"time"
@@ -184,23 +183,8 @@ func (c *Comm) Grow(ctx context.Context) (*Comm, error) {
 		}
 		return nil, fmt.Errorf("comm: Grow: rank %d of the %d ranks of the grown world: %w", c.rank, dec.Size, err)
 	}
-	// The store Init opened now belongs to the new world (see Shrink).
-	c.mu.Lock()
-	if c.ownStore {
-		c.ownStore = false
-		nc.shrink.owned = c.store
-	}
-	c.mu.Unlock()
-	if owned := st.takeOwned(); owned != nil {
-		nc.shrink.owned = owned
-	}
-	if err := nc.startFlightExchange(); err != nil {
-		nc.Close()
+	if err := c.handOver(nc, "Grow"); err != nil {
 		return nil, err
-	}
-	if err := c.handDebugTo(nc); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("comm: Grow: moving the debug endpoints to the new world: %w", err)
 	}
 	c.log.Info("comm: grew", "rank", c.rank, "old_size", c.size, "new_size", nc.size)
 	return nc, nil
@@ -342,20 +326,8 @@ func Join(ctx context.Context, opts Options) (*Comm, error) {
 	if err := json.Unmarshal(raw, &a); err != nil || a.Size < 2 || a.Rank < 1 || a.Rank >= a.Size {
 		return fail(fmt.Errorf("comm: Join: the store holds an invalid admission %q for ticket %d", truncateBytes(raw, 80), ticket))
 	}
-	bcfg := backend.Config{
-		Rank: a.Rank, Size: a.Size,
-		LocalRank: cfg.localRank, LocalSize: cfg.localSize,
-		Store: store, Timeout: cfg.timeout, Secret: cfg.secret,
-		ListenHost: cfg.listenHost, Algorithms: cfg.algorithms, Logger: cfg.logger,
-		Transport: cfg.transport,
-	}
-	bcfg.Transport.Interface = cfg.socketIfname
-	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(cfg.rdzv.Addr)
-	if la, ok := store.(interface{ LocalAddr() net.Addr }); ok {
-		if ta, ok := la.LocalAddr().(*net.TCPAddr); ok {
-			bcfg.Transport.StoreLocalIP = ta.IP.String()
-		}
-	}
+	cfg.rank, cfg.size = a.Rank, a.Size
+	bcfg := cfg.backendConfig(store)
 	nc, err := openGrown(ctx, cfg.backend, bcfg, a.Base, cfg.timeout, nil)
 	if err != nil {
 		return fail(fmt.Errorf("comm: Join: rank %d of %d: %w", a.Rank, a.Size, err))

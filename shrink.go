@@ -169,24 +169,8 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	// paths: newcomers (Join) look for their keys there.
 	nc.shrink.cfg.Store = st.cfg.Store
 	nc.shrink.lineage = base
-	// The store Init opened now belongs to the new world: closing the old
-	// one must not stop it (rank 0 serves it to the others).
-	root.mu.Lock()
-	if root.ownStore {
-		root.ownStore = false
-		nc.shrink.owned = root.store
-	}
-	root.mu.Unlock()
-	if owned := st.takeOwned(); owned != nil {
-		nc.shrink.owned = owned
-	}
-	if err := nc.startFlightExchange(); err != nil {
-		nc.Close()
+	if err := root.handOver(nc, "Shrink"); err != nil {
 		return nil, err
-	}
-	if err := root.handDebugTo(nc); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("comm: Shrink: moving the debug endpoints to the new world: %w", err)
 	}
 	c.log.Info("comm: shrank past failed ranks", "old_rank", c.rank, "old_size", c.size, "new_rank", rank, "survivors", members)
 	return nc, nil
@@ -329,4 +313,31 @@ func strictlyIncreasing(ms []int) bool {
 		}
 	}
 	return true
+}
+
+// handOver makes nc, the world that Shrink or Grow (op) made of root, the
+// one that lives on: it takes the store Init opened, so that closing root
+// does not stop it (rank 0 serves it to the others), and the debug
+// endpoints, and starts its flight recorder exchange. On failure nc is
+// closed.
+func (root *Comm) handOver(nc *Comm, op string) error {
+	st := &root.shrink
+	root.mu.Lock()
+	if root.ownStore {
+		root.ownStore = false
+		nc.shrink.owned = root.store
+	}
+	root.mu.Unlock()
+	if owned := st.takeOwned(); owned != nil {
+		nc.shrink.owned = owned
+	}
+	if err := nc.startFlightExchange(); err != nil {
+		nc.Close()
+		return err
+	}
+	if err := root.handDebugTo(nc); err != nil {
+		nc.Close()
+		return fmt.Errorf("comm: %s: moving the debug endpoints to the new world: %w", op, err)
+	}
+	return nil
 }
