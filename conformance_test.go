@@ -13,6 +13,7 @@ import (
 	"github.com/gocomm/comm/backend/native"
 	"github.com/gocomm/comm/conformance"
 	"github.com/gocomm/comm/core"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -75,30 +76,7 @@ func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
 // tcpWorldOn is tcpWorld meeting through the given store.
 func tcpWorldOn(t testing.TB, store rendezvous.Store, n int, opts comm.Options) []*comm.Comm {
 	t.Helper()
-	w := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := opts
-			o.Rank, o.Size, o.Store, o.Transport.ListenHost = i, n, store, "127.0.0.1"
-			o.Getenv = func(string) string { return "" }
-			w[i], errs[i] = comm.Init(ctx, o)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			closeAll(w)
-			t.Fatalf("rank %d: Init: %v", i, err)
-		}
-	}
-	t.Cleanup(func() { closeAll(w) })
-	return w
+	return commtest.WorldOn(t, store, n, opts, nil)
 }
 
 // closeAll closes every rank of w at once.

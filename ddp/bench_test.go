@@ -8,6 +8,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/ddp"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
 )
 
@@ -95,14 +96,13 @@ func benchmarkSteps(b *testing.B, w []*comm.Comm, shapes [][]int, opts ddp.Optio
 // over shared memory, and of a small model where the Reducer's own cost
 // per step shows.
 func BenchmarkReducerStep(b *testing.B) {
-	for _, wk := range worlds {
-		if wk.name != "inproc" && wk.name != "shm" {
-			continue
-		}
-		b.Run("resnet50/"+wk.name, func(b *testing.B) { benchmarkSteps(b, wk.make(b, 2), resnet50Shapes(), ddp.Options{}) })
+	for _, kind := range []string{"inproc", "shm"} {
+		b.Run("resnet50/"+kind, func(b *testing.B) {
+			benchmarkSteps(b, commtest.World(b, kind, 2, comm.Options{}), resnet50Shapes(), ddp.Options{})
+		})
 		for _, caps := range []ddp.Options{{}, smallCaps} {
-			b.Run(fmt.Sprintf("small/cap=%d/%s", caps.BucketCapBytes, wk.name), func(b *testing.B) {
-				benchmarkSteps(b, wk.make(b, 2), shapesA, caps)
+			b.Run(fmt.Sprintf("small/cap=%d/%s", caps.BucketCapBytes, kind), func(b *testing.B) {
+				benchmarkSteps(b, commtest.World(b, kind, 2, comm.Options{}), shapesA, caps)
 			})
 		}
 	}

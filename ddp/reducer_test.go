@@ -12,6 +12,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/ddp"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
 )
 
@@ -512,9 +513,9 @@ func scaledResNet50() [][]int {
 func TestManyGradients(t *testing.T) {
 	shapes := scaledResNet50()
 	opts := ddp.Options{FirstBucketCapBytes: 1 << 10, BucketCapBytes: 4 << 10}
-	for _, wk := range worlds[:2] { // inproc and tcp
-		t.Run(wk.name, func(t *testing.T) {
-			w := wk.make(t, 3)
+	for _, kind := range []string{"inproc", "tcp"} {
+		t.Run(kind, func(t *testing.T) {
+			w := commtest.World(t, kind, 3, comm.Options{})
 			ctx := testkit.Context(t, time.Minute)
 			testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
 				r, err := ddp.New[float32](ctx, c, shapes, opts)

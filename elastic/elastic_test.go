@@ -11,6 +11,7 @@ import (
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/elastic"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/rendezvous"
 )
@@ -18,19 +19,7 @@ import (
 // world starts n ranks over TCP on loopback meeting through store.
 func world(t *testing.T, store rendezvous.Store, n int) []*comm.Comm {
 	t.Helper()
-	w := make([]*comm.Comm, n)
-	errs := make([]error, n)
-	ctx := testkit.Context(t, 30*time.Second)
-	var wg sync.WaitGroup
-	for i := range w {
-		wg.Go(func() {
-			w[i], errs[i] = comm.Init(ctx, comm.Options{Rank: i, Size: n, Store: store, Timeout: 20 * time.Second,
-				Transport: comm.TransportOptions{ListenHost: "127.0.0.1"}, Getenv: func(string) string { return "" }})
-		})
-	}
-	wg.Wait()
-	testkit.NoErrors(t, errs)
-	return w
+	return commtest.WorldOn(t, store, n, comm.Options{Timeout: 20 * time.Second}, nil)
 }
 
 const steps = 40

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
 	"github.com/gocomm/comm/object"
 )
@@ -393,7 +394,7 @@ func TestReduceFailsEveryRank(t *testing.T) {
 // Over TCP too: the tree's messages travel point to point on a private
 // view of the communicator, beside the caller's own sends and receives.
 func TestReduceOverTCPBesideUserMessages(t *testing.T) {
-	world := tcpWorld(t, 3, comm.Options{Timeout: time.Minute, Transport: comm.TransportOptions{Kind: comm.TransportTCP}})
+	world := commtest.World(t, "tcp", 3, comm.Options{})
 	res, errs := onRanks(world, func(ctx context.Context, c *comm.Comm) (string, error) {
 		// A message on tag 0 that the reduction must not take.
 		next, prev := (c.Rank()+1)%3, (c.Rank()+2)%3

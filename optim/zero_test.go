@@ -1,20 +1,18 @@
 package optim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/ddp"
+	"github.com/gocomm/comm/internal/commtest"
 	"github.com/gocomm/comm/internal/testkit"
-	"github.com/gocomm/comm/rendezvous"
 )
 
 // zeroTransports are the worlds ZeRO is tested over: in-process channels,
@@ -25,34 +23,7 @@ var zeroTransports = []string{"inproc", "tcp", "shm"}
 // ends.
 func openWorld(t testing.TB, transport string, n int) []*comm.Comm {
 	t.Helper()
-	return testkit.World(t, func() ([]*comm.Comm, error) {
-		if transport == "inproc" {
-			return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
-		}
-		kind := comm.TransportTCP
-		if transport == "shm" {
-			kind = comm.TransportSHM
-		}
-		store := rendezvous.NewMemStore()
-		w := make([]*comm.Comm, n)
-		errs := make([]error, n)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		for i := range w {
-			wg.Go(func() {
-				o := comm.Options{Rank: i, Size: n, Store: store, Timeout: time.Minute, Getenv: func(string) string { return "" }}
-				o.Transport.Kind, o.Transport.ListenHost = kind, "127.0.0.1"
-				w[i], errs[i] = comm.Init(ctx, o)
-			})
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			testkit.CloseAll(w)
-			return nil, err
-		}
-		return w, nil
-	})
+	return commtest.World(t, transport, n, comm.Options{})
 }
 
 // zeroShapes are uneven tensor lengths; with small bucket caps they make
