@@ -30,6 +30,7 @@ var layers = []struct {
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
 	{"on the API", []string{"launch", "onebit", "object"}},
+	{"gradient reduction", []string{"ddp"}},
 	{"on those", []string{"optim", "internal/bench", "conformance", "internal/faults"}},
 	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},
 }

@@ -1,0 +1,587 @@
+package ddp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gocomm/comm"
+)
+
+// Default bucket caps, DDP's: bucket_cap_mb=25 and the 1 MiB first bucket
+// that lets the first collective start early in backward.
+const (
+	DefaultBucketCapBytes      = 25 << 20
+	DefaultFirstBucketCapBytes = 1 << 20
+)
+
+// Errors returned by this package; match them with errors.Is. Bad
+// arguments wrap comm.ErrInvalid.
+var (
+	// ErrMismatch is returned by New, on every rank, when the ranks
+	// registered different gradients (count, shapes, element type) or
+	// options; the message names the first difference and the ranks on
+	// each side.
+	ErrMismatch = errors.New("ddp: ranks registered different gradients")
+	// ErrUnused is returned by Wait when gradients were not marked ready
+	// in a synced step and Options.FindUnused is off: on the rank that
+	// did not mark them, naming them, and on the others, which that rank
+	// aborts so that they do not wait for collectives it cannot start.
+	ErrUnused = errors.New("ddp: gradients not marked ready")
+)
+
+// Options configure a Reducer. The zero value is DDP's defaults.
+type Options struct {
+	// BucketCapBytes caps a bucket's size (DDP's bucket_cap_mb); 0 is
+	// DefaultBucketCapBytes. A gradient larger than the cap is a bucket
+	// of its own.
+	BucketCapBytes int
+	// FirstBucketCapBytes caps the first bucket, which is started first;
+	// 0 is DefaultFirstBucketCapBytes.
+	FirstBucketCapBytes int
+	// FindUnused reduces gradients that were not marked ready in a synced
+	// step as zeros (DDP's find_unused_parameters); without it, such a
+	// gradient is an error on every rank.
+	FindUnused bool
+	// KeepOrder keeps the buckets New builds instead of rebuilding them
+	// after the first synced step from the order gradients became ready.
+	KeepOrder bool
+}
+
+// Hook is a communication hook (DDP's register_comm_hook): given a full
+// bucket, it starts the bucket's reduction across the ranks of c and
+// returns its Work. When the Work is done, b.Data must hold the reduced
+// gradients (averaged, by the hooks of this package). b.Data is the local
+// sum, in bucket memory; it belongs to the Work until it is done, and b
+// must not be kept after.
+//
+// The Reducer calls its hook for buckets 0, 1, 2... in that order, one
+// call at a time, from the goroutine whose Ready (or Wait) completed the
+// bucket, and never blocks in it: a hook must start its collectives on c
+// before it returns, in call order, or, if its Work issues them from a
+// goroutine of its own (comm.StartFunc), not before the previous bucket's
+// Work is done (see OnebitHook), so that every rank issues the same
+// collectives in the same order.
+type Hook[T comm.Numeric] func(ctx context.Context, c *comm.Comm, b *Bucket[T]) *comm.Work
+
+// Bucket is what a hook gets: the bucket's layout and its memory.
+type Bucket[T comm.Numeric] struct {
+	Layout
+	// Data is the bucket's memory: its gradients' views, side by side.
+	Data []T
+}
+
+// Step modes, latched when a step starts.
+const (
+	stepIdle   int32 = iota // no Ready since the last Wait
+	stepSynced              // gradients are reduced at this step
+	stepLocal               // no_sync: gradients accumulate locally
+)
+
+// Reducer is DDP's reducer for gradients of element type T: it owns their
+// memory, grouped into buckets, and all-reduces each bucket (through its
+// hook) as soon as its gradients are ready, in bucket order.
+//
+// A step is: write each gradient into Grad(i) (assign, or add to
+// accumulate), call Ready(ctx, i) for it, then Wait(ctx). Ready may be
+// called from several goroutines at once; Wait must be called once every
+// Ready of the step has returned, and the other methods between steps.
+type Reducer[T comm.Numeric] struct {
+	c      *comm.Comm
+	opts   Options
+	shapes [][]int
+	numel  []int
+
+	// The layout: replaced only by the rebuild, in Wait.
+	flat     []T
+	buckets  []Bucket[T]
+	views    [][]T
+	bucketOf []int
+	epoch    int
+	rebuilt  bool
+	hook     Hook[T]
+
+	// Per step. marked is set by Ready; used (read and written by Wait
+	// only) remembers the gradients marked since the last synced step,
+	// whose accumulated values are reduced even if not marked again.
+	marked   []atomic.Bool
+	used     []bool
+	pending  []atomic.Int32 // per bucket: gradients not yet marked
+	works    []*comm.Work   // per bucket: its reduction, once started
+	order    []int32        // gradients in the order they were marked
+	orderN   atomic.Int32
+	mode     atomic.Int32 // stepIdle, stepSynced or stepLocal
+	wantSync atomic.Bool
+	steps    int // steps ended by Wait
+
+	failed atomic.Pointer[error] // an earlier step's failure: the Reducer is unusable
+
+	mu   sync.Mutex // protects following
+	next int        // the next bucket to start
+}
+
+// New builds a Reducer for gradients of the given shapes (one per
+// gradient, in registration order: the order a model declares its
+// parameters; a shape with no dimensions is a scalar) over c.
+//
+// New is collective: every rank of c calls it with the same shapes,
+// element type and Options, and it checks that they do with one
+// all-gather of a digest. When they do not, it returns an error wrapping
+// ErrMismatch on every rank, naming the first gradient (index and shape
+// on each rank) or option that differs and the ranks that differ. An
+// invalid argument on one rank (a negative dimension, no gradients, a
+// negative cap) fails every rank the same way; a nil ctx or c fails only
+// the calling rank.
+//
+// Buckets are filled in reverse registration order, since backward makes
+// the gradients of the last layers first. The gradients start at zero.
+func New[T comm.Numeric](ctx context.Context, c *comm.Comm, shapes [][]int, opts Options) (*Reducer[T], error) {
+	switch {
+	case ctx == nil:
+		return nil, fmt.Errorf("%w: ddp.New: nil context: pass context.Background() or one with a deadline", comm.ErrInvalid)
+	case c == nil:
+		return nil, fmt.Errorf("%w: ddp.New: nil *comm.Comm: pass a communicator from comm.Init or comm.NewLocalWorld", comm.ErrInvalid)
+	case !c.IsMember():
+		return nil, fmt.Errorf("%w: ddp.New: this rank is not a member of the group", comm.ErrInvalid)
+	}
+	if opts.BucketCapBytes == 0 {
+		opts.BucketCapBytes = DefaultBucketCapBytes
+	}
+	if opts.FirstBucketCapBytes == 0 {
+		opts.FirstBucketCapBytes = DefaultFirstBucketCapBytes
+	}
+	elemSize := int(unsafe.Sizeof(*new(T)))
+	reg := &registration{
+		DType:               dtypeName[T](),
+		BucketCapBytes:      opts.BucketCapBytes,
+		FirstBucketCapBytes: opts.FirstBucketCapBytes,
+		FindUnused:          opts.FindUnused,
+		KeepOrder:           opts.KeepOrder,
+		Shapes:              make([][]int, len(shapes)),
+	}
+	for i, s := range shapes {
+		reg.Shapes[i] = append([]int{}, s...)
+	}
+	invalid := reg.validate(elemSize)
+	if err := agree(ctx, c, reg, elemSize); err != nil {
+		return nil, err
+	}
+	if invalid != nil {
+		return nil, fmt.Errorf("%w: ddp.New: %v", comm.ErrInvalid, invalid)
+	}
+	n := len(reg.Shapes)
+	r := &Reducer[T]{
+		c:        c,
+		opts:     opts,
+		shapes:   reg.Shapes,
+		numel:    make([]int, n),
+		views:    make([][]T, n),
+		bucketOf: make([]int, n),
+		marked:   make([]atomic.Bool, n),
+		used:     make([]bool, n),
+		order:    make([]int32, n),
+		hook:     AllReduceHook[T](),
+	}
+	for i, s := range r.shapes {
+		r.numel[i], _ = numelOf(s, elemSize)
+	}
+	r.wantSync.Store(true)
+	r.layOut(assignBuckets(defaultOrder(n), r.numel, elemSize, opts.FirstBucketCapBytes, opts.BucketCapBytes))
+	return r, nil
+}
+
+// layOut makes groups the buckets, in fresh memory into which the current
+// gradients (if any) are copied, and resets the per-bucket step state.
+func (r *Reducer[T]) layOut(groups [][]int) {
+	ls := layouts(groups, r.numel, r.epoch)
+	total := 0
+	for _, l := range ls {
+		total += l.Len
+	}
+	flat := make([]T, total)
+	buckets := make([]Bucket[T], len(ls))
+	off := 0
+	for k, l := range ls {
+		data := flat[off : off+l.Len : off+l.Len]
+		buckets[k] = Bucket[T]{Layout: l, Data: data}
+		for j, g := range l.Grads {
+			lo := l.Offsets[j]
+			v := data[lo : lo+r.numel[g] : lo+r.numel[g]]
+			copy(v, r.views[g])
+			r.views[g] = v
+			r.bucketOf[g] = k
+		}
+		off += l.Len
+	}
+	r.flat, r.buckets = flat, buckets
+	r.pending = make([]atomic.Int32, len(buckets))
+	r.works = make([]*comm.Work, len(buckets))
+	r.resetStep()
+}
+
+// resetStep makes the Reducer ready for the next step.
+func (r *Reducer[T]) resetStep() {
+	for i := range r.marked {
+		r.marked[i].Store(false)
+	}
+	for k := range r.buckets {
+		r.pending[k].Store(int32(len(r.buckets[k].Grads)))
+		r.works[k] = nil
+	}
+	r.next = 0
+	r.orderN.Store(0)
+	r.mode.Store(stepIdle)
+}
+
+// Grad returns gradient i: a view of its place in bucket memory, with the
+// gradient's element count as length and capacity (nil if i is out of
+// range). Writing it writes the bucket; after Wait it holds the reduced
+// gradient. The view belongs to the Reducer's collectives from Ready(i)
+// until Wait returns. The rebuild after the first synced step moves every
+// gradient (with its values) to new memory: fetch Grad(i) again after
+// that Wait, or simply every step.
+func (r *Reducer[T]) Grad(i int) []T {
+	if i < 0 || i >= len(r.views) {
+		return nil
+	}
+	return r.views[i]
+}
+
+// Shape returns the shape gradient i was registered with (nil if i is out
+// of range). The slice is the Reducer's: do not modify it.
+func (r *Reducer[T]) Shape(i int) []int {
+	if i < 0 || i >= len(r.shapes) {
+		return nil
+	}
+	return r.shapes[i]
+}
+
+// Len is the number of gradients.
+func (r *Reducer[T]) Len() int { return len(r.shapes) }
+
+// Buckets describes the current buckets, in the order they are started.
+// The layouts change when the buckets are rebuilt (see Layout.Epoch).
+func (r *Reducer[T]) Buckets() []Layout {
+	ls := make([]Layout, len(r.buckets))
+	for k := range r.buckets {
+		l := r.buckets[k].Layout
+		l.Grads = append([]int{}, l.Grads...)
+		l.Offsets = append([]int{}, l.Offsets...)
+		ls[k] = l
+	}
+	return ls
+}
+
+// SetHook replaces the hook that reduces buckets (AllReduceHook by
+// default). Call it between steps; every rank must use the same hook.
+func (r *Reducer[T]) SetHook(h Hook[T]) error {
+	if h == nil {
+		return fmt.Errorf("%w: ddp: SetHook(nil): pass a hook, e.g. AllReduceHook", comm.ErrInvalid)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mode.Load() != stepIdle {
+		return fmt.Errorf("%w: ddp: SetHook during a step: call it before the step's first Ready or after its Wait", comm.ErrInvalid)
+	}
+	r.hook = h
+	return nil
+}
+
+// SetSync turns communication on (the default) or off. Off is DDP's
+// no_sync: Ready and Wait send nothing and gradients keep accumulating in
+// bucket memory (add each step's gradient to Grad(i)); the next synced
+// step reduces the sum. The setting takes effect at the next step that
+// has not started (a step starts with its first Ready). Every rank must
+// make the same choice for a step.
+func (r *Reducer[T]) SetSync(on bool) { r.wantSync.Store(on) }
+
+// ZeroGrad sets every gradient to zero. Call it between steps.
+func (r *Reducer[T]) ZeroGrad() { clear(r.flat) }
+
+// startStep latches the step's mode on its first Ready or Wait and
+// returns it.
+func (r *Reducer[T]) startStep() int32 {
+	if m := r.mode.Load(); m != stepIdle {
+		return m
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.mode.Load()
+	if m == stepIdle {
+		m = stepLocal
+		if r.wantSync.Load() {
+			m = stepSynced
+		}
+		r.mode.Store(m)
+	}
+	return m
+}
+
+// unusable is the error of a call after a failed step, or nil.
+func (r *Reducer[T]) unusable() error {
+	if p := r.failed.Load(); p != nil {
+		return fmt.Errorf("ddp: an earlier step failed; build a new Reducer: %w", *p)
+	}
+	return nil
+}
+
+// fail records err as the end of this Reducer and returns it.
+func (r *Reducer[T]) fail(err error) error {
+	r.failed.CompareAndSwap(nil, &err)
+	return err
+}
+
+// Ready marks gradient i final for this step. It never blocks on the
+// network: when i completes its bucket, that bucket and every following
+// complete one are started through the hook, in bucket order (bucket k is
+// never started before bucket k-1, so all ranks issue the same
+// collectives in the same order whatever order their gradients arrive
+// in). ctx bounds the collectives it starts. Ready is safe to call from
+// several goroutines at once.
+//
+// Marking a gradient twice in one step, or an index out of range, is an
+// error wrapping comm.ErrInvalid that names it.
+func (r *Reducer[T]) Ready(ctx context.Context, i int) error {
+	if err := r.unusable(); err != nil {
+		return err
+	}
+	if i < 0 || i >= len(r.shapes) {
+		return fmt.Errorf("%w: ddp: Ready(%d): there are %d gradients, 0 to %d", comm.ErrInvalid, i, len(r.shapes), len(r.shapes)-1)
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: ddp: Ready(%d): nil context: pass context.Background() or one with a deadline", comm.ErrInvalid, i)
+	}
+	mode := r.startStep()
+	if r.marked[i].Swap(true) {
+		return fmt.Errorf("%w: ddp: Ready(%d): gradient %d %v was already marked ready in this step", comm.ErrInvalid, i, i, r.shapes[i])
+	}
+	r.order[r.orderN.Add(1)-1] = int32(i)
+	if mode != stepSynced {
+		return nil
+	}
+	if r.pending[r.bucketOf[i]].Add(-1) == 0 {
+		r.mu.Lock()
+		r.startFull(ctx)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// startFull starts the buckets from r.next on that are full, in order.
+// r.mu must be held.
+func (r *Reducer[T]) startFull(ctx context.Context) {
+	for r.next < len(r.buckets) && r.pending[r.next].Load() == 0 {
+		r.start(ctx, r.next)
+		r.next++
+	}
+}
+
+// start starts bucket k's reduction through the hook. An empty bucket
+// (of gradients with no elements) needs none, on any rank.
+func (r *Reducer[T]) start(ctx context.Context, k int) {
+	b := &r.buckets[k]
+	if b.Len == 0 {
+		return
+	}
+	w := r.hook(ctx, r.c, b)
+	if w == nil {
+		// The other ranks will wait for this bucket's collective: abort
+		// them with the reason.
+		err := fmt.Errorf("%w: ddp: the hook returned a nil *comm.Work for bucket %d on rank %d", comm.ErrInvalid, k, r.c.Rank())
+		r.c.Abort(err)
+		w = comm.StartFunc(func() error { return err })
+	}
+	r.works[k] = w
+}
+
+// Wait ends the step. In a synced step it starts the buckets not yet
+// started, waits for every bucket's reduction, and leaves the reduced
+// gradients in Grad(i); after the first synced step it rebuilds the
+// buckets in the order the gradients became ready on rank 0 (broadcast,
+// so that every rank builds the same buckets), unless Options.KeepOrder.
+// With SetSync(false) it only ends the step.
+//
+// A gradient not marked ready since the last synced step is reduced as
+// zeros with Options.FindUnused. Without it, Wait returns an error
+// wrapping ErrUnused that names the gradients (index and shape), after
+// aborting c so that the other ranks, waiting for this rank's buckets,
+// fail at once with the same reason instead of waiting for the timeout.
+// A failed step (that, a failed collective, ctx ending) leaves the
+// Reducer unusable, and the gradients belong to the collectives already
+// started until they end (abort c to end them).
+func (r *Reducer[T]) Wait(ctx context.Context) error {
+	if err := r.unusable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: ddp: Wait: nil context: pass context.Background() or one with a deadline", comm.ErrInvalid)
+	}
+	mode := r.startStep()
+	defer func() { r.steps++ }()
+	if mode == stepLocal {
+		r.mu.Lock()
+		for i := range r.marked {
+			r.used[i] = r.used[i] || r.marked[i].Load()
+		}
+		r.resetStep()
+		r.mu.Unlock()
+		return nil
+	}
+
+	r.mu.Lock()
+	var unused []int
+	for i := range r.marked {
+		switch {
+		case r.marked[i].Load():
+		case r.used[i]:
+			// Accumulated in an earlier step of this synced one.
+			r.pending[r.bucketOf[i]].Add(-1)
+		default:
+			unused = append(unused, i)
+		}
+	}
+	if len(unused) > 0 && !r.opts.FindUnused {
+		err := r.unusedError(unused)
+		r.c.Abort(err)
+		started := r.works[:r.next]
+		r.mu.Unlock()
+		r.waitBuckets(ctx, started)
+		return r.fail(err)
+	}
+	for _, i := range unused {
+		clear(r.views[i])
+		r.pending[r.bucketOf[i]].Add(-1)
+	}
+	r.startFull(ctx)
+	r.mu.Unlock()
+
+	if err := r.waitBuckets(ctx, r.works); err != nil {
+		return r.fail(err)
+	}
+	clear(r.used)
+	if !r.rebuilt && !r.opts.KeepOrder {
+		if err := r.rebuild(ctx); err != nil {
+			return r.fail(err)
+		}
+	}
+	r.mu.Lock()
+	r.resetStep()
+	r.mu.Unlock()
+	return nil
+}
+
+// unusedError names the gradients of unused, at most a few of them.
+func (r *Reducer[T]) unusedError(unused []int) error {
+	const most = 8
+	var b strings.Builder
+	for j, i := range unused[:min(len(unused), most)] {
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %v", i, r.shapes[i])
+	}
+	if len(unused) > most {
+		fmt.Fprintf(&b, " and %d more", len(unused)-most)
+	}
+	return fmt.Errorf("%w: rank %d, step %d: %d of %d gradients (index shape): %s; mark every gradient with Ready in each synced step (after accumulating, once), or set Options.FindUnused",
+		ErrUnused, r.c.Rank(), r.steps, len(unused), len(r.shapes), b.String())
+}
+
+// waitBuckets waits for the reductions of works (nil for buckets that
+// needed none) and returns the first failure, naming its bucket.
+func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error {
+	var first error
+	failed := 0
+	for k, w := range works {
+		if w == nil {
+			continue
+		}
+		select {
+		case <-w.Done():
+		case <-ctx.Done():
+			return fmt.Errorf("ddp: Wait, step %d: bucket %d of %d not reduced: %w", r.steps, k, len(works), ctx.Err())
+		}
+		if err := w.Err(); err != nil {
+			failed++
+			if first == nil {
+				first = fmt.Errorf("bucket %d (gradients %v): %w", k, r.buckets[k].Grads, err)
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	err := fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
+	if !errors.Is(err, ErrUnused) && strings.Contains(err.Error(), ErrUnused.Error()) {
+		// Another rank aborted the world over unused gradients: say so
+		// here too, for errors.Is.
+		err = fmt.Errorf("%w: %w", ErrUnused, err)
+	}
+	return err
+}
+
+// rebuild lays the buckets out again in the order in which gradients
+// became ready on rank 0 in this step (the gradients not marked follow, in
+// the default order), so that each bucket fills as early as the model
+// allows. Rank 0's order is broadcast: the ranks build the same buckets
+// even if their gradients arrived in different orders.
+func (r *Reducer[T]) rebuild(ctx context.Context) error {
+	n := len(r.shapes)
+	order := make([]int32, n)
+	if r.c.Rank() == 0 {
+		seen := make([]bool, n)
+		k := copy(order, r.order[:r.orderN.Load()])
+		for _, g := range order[:k] {
+			seen[g] = true
+		}
+		for _, g := range defaultOrder(n) {
+			if !seen[g] {
+				order[k] = int32(g)
+				k++
+			}
+		}
+	}
+	if err := comm.Broadcast(ctx, r.c, order, 0); err != nil {
+		return fmt.Errorf("ddp: Wait, step %d: broadcasting rank 0's gradient order to rebuild the buckets: %w", r.steps, err)
+	}
+	ord := make([]int, n)
+	seen := make([]bool, n)
+	for j, g := range order {
+		if g < 0 || int(g) >= n || seen[g] {
+			return fmt.Errorf("ddp: Wait, step %d: rank 0's gradient order is not a permutation (gradient %d at %d)", r.steps, g, j)
+		}
+		seen[g] = true
+		ord[j] = int(g)
+	}
+	r.rebuilt = true
+	elemSize := int(unsafe.Sizeof(*new(T)))
+	groups := assignBuckets(ord, r.numel, elemSize, r.opts.FirstBucketCapBytes, r.opts.BucketCapBytes)
+	if sameGroups(groups, r.buckets) {
+		return nil
+	}
+	r.epoch++
+	r.layOut(groups)
+	return nil
+}
+
+// sameGroups reports whether groups are the buckets' gradients already.
+func sameGroups[T comm.Numeric](groups [][]int, buckets []Bucket[T]) bool {
+	if len(groups) != len(buckets) {
+		return false
+	}
+	for k, g := range groups {
+		if len(g) != len(buckets[k].Grads) {
+			return false
+		}
+		for j := range g {
+			if g[j] != buckets[k].Grads[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
