@@ -155,12 +155,9 @@ func TestRunDDPChecks(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	modes := []string{ModePerTensor, ModeFlat}
-	if NewGradReducer != nil {
-		modes = append(modes, ModeReducer)
-	}
+	modes := []string{ModePerTensor, ModeReducer, ModeFlat}
 	cfg := DDPRankConfig{Model: models.SmallTensors(12), Modes: modes, Warmup: 1, Iters: 2, Check: true,
-		Overlap: NewGradReducer != nil, ComputeFactor: 1, ComputeKind: ComputeSleep}
+		Overlap: true, ComputeFactor: 1, ComputeKind: ComputeSleep}
 	res := make([][]DDPSample, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -179,10 +176,7 @@ func TestRunDDPChecks(t *testing.T) {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
-	want := len(modes)
-	if cfg.Overlap {
-		want += 2
-	}
+	want := len(modes) + 2 // compute and overlap
 	if len(res[0]) != want || res[1] != nil {
 		t.Fatalf("rank 0: %d samples, want %d; rank 1: %d", len(res[0]), want, len(res[1]))
 	}
@@ -210,13 +204,8 @@ func TestDDPEndToEnd(t *testing.T) {
 		t.Setenv(k, "")
 		os.Unsetenv(k)
 	}
-	modes := "pertensor,flat"
-	args := []string{"--model", "small20", "-n", "2", "-w", "1", "-i", "2", "--runs", "1", "--check", "-q", "--timeout", "2m"}
-	if NewGradReducer != nil {
-		modes = "pertensor,reducer,flat"
-		args = append(args, "--overlap", "--compute-kind", "sleep")
-	}
-	cfg, err := ParseDDPArgs(append(args, "--modes", modes), &bytes.Buffer{})
+	cfg, err := ParseDDPArgs([]string{"--model", "small20", "-n", "2", "-w", "1", "-i", "2", "--runs", "1", "--check", "-q", "--timeout", "2m",
+		"--overlap", "--compute-kind", "sleep"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gocomm/comm"
+	"github.com/gocomm/comm/ddp"
 	"github.com/gocomm/comm/internal/models"
 )
 
@@ -83,16 +84,21 @@ type DDPSample struct {
 	Compute float64
 }
 
-// GradReducer is the part of ddp.Reducer[float32] the benchmark drives.
-type GradReducer interface {
+// gradReducer is the part of ddp.Reducer[float32] the benchmark drives.
+type gradReducer interface {
 	Grad(i int) []float32
 	Ready(ctx context.Context, i int) error
 	Wait(ctx context.Context) error
 }
 
-// NewGradReducer builds the Reducer of ModeReducer and ModeOverlap (see
-// ddpreducer.go); nil when this build has none.
-var NewGradReducer func(ctx context.Context, c *comm.Comm, shapes [][]int) (GradReducer, error)
+var _ gradReducer = (*ddp.Reducer[float32])(nil)
+
+// newGradReducer builds the Reducer of ModeReducer and ModeOverlap: DDP's
+// defaults (25 MiB buckets, the first 1 MiB, rebuilt after the first
+// step, averaging).
+func newGradReducer(ctx context.Context, c *comm.Comm, shapes [][]int) (gradReducer, error) {
+	return ddp.New[float32](ctx, c, shapes, ddp.Options{})
+}
 
 // RunDDP runs cfg on c. Rank 0 returns one sample per mode; the others
 // return nil.
@@ -207,10 +213,7 @@ func newDDPStep(ctx context.Context, c *comm.Comm, m models.Model, mode string) 
 	case ModeCompute:
 		s.step = func(layer func(int)) error { return backward(layer, nil) }
 	case ModeReducer, ModeOverlap:
-		if NewGradReducer == nil {
-			return nil, fmt.Errorf("commbench ddp: this build has no gradient reducer (package ddp)")
-		}
-		r, err := NewGradReducer(ctx, c, m.Shapes())
+		r, err := newGradReducer(ctx, c, m.Shapes())
 		if err != nil {
 			return nil, fmt.Errorf("commbench ddp: %w", err)
 		}
