@@ -111,7 +111,7 @@ func ParseDDPArgs(args []string, out io.Writer) (DDPConfig, error) {
 	fs.StringVar(&model, "model", strings.Join(models.Names, ","), "models, comma-separated: resnet50, bert-base, small1000, smallN")
 	fs.IntVar(&cfg.Ranks, "n", cfg.Ranks, "ranks")
 	fs.StringVar(&series, "series", strings.Join(DDPSeries, ","), "series, comma-separated: "+strings.Join(DDPSeries, ", "))
-	fs.StringVar(&modes, "modes", strings.Join([]string{ModePerTensor, ModeReducer, ModeFlat}, ","), "gocomm's modes, comma-separated")
+	fs.StringVar(&modes, "modes", strings.Join([]string{ModePerTensor, ModeReducer, ModeFlat}, ","), "gocomm's modes, comma-separated; also flatshared: flat from comm.AllocShared")
 	for _, name := range []string{"w", "warmup"} {
 		fs.IntVar(&cfg.Warmup, name, cfg.Warmup, "untimed steps per mode")
 	}
@@ -166,8 +166,8 @@ func ParseDDPArgs(args []string, out io.Writer) (DDPConfig, error) {
 		return cfg, fmt.Errorf("commbench ddp: --modes: %w", err)
 	}
 	for _, m := range cfg.Modes {
-		if !slices.Contains([]string{ModePerTensor, ModeReducer, ModeFlat}, m) {
-			return cfg, fmt.Errorf("commbench ddp: --modes: unknown mode %q (want some of pertensor, reducer, flat)", m)
+		if !slices.Contains([]string{ModePerTensor, ModeReducer, ModeFlat, ModeFlatShared}, m) {
+			return cfg, fmt.Errorf("commbench ddp: --modes: unknown mode %q (want some of pertensor, reducer, flat, flatshared)", m)
 		}
 	}
 	switch {

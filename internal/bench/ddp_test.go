@@ -155,7 +155,7 @@ func TestRunDDPChecks(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	modes := []string{ModePerTensor, ModeReducer, ModeFlat}
+	modes := []string{ModePerTensor, ModeReducer, ModeFlat, ModeFlatShared}
 	cfg := DDPRankConfig{Model: models.SmallTensors(12), Modes: modes, Warmup: 1, Iters: 2, Check: true,
 		Overlap: true, ComputeFactor: 1, ComputeKind: ComputeSleep}
 	res := make([][]DDPSample, n)
@@ -205,7 +205,7 @@ func TestDDPEndToEnd(t *testing.T) {
 		os.Unsetenv(k)
 	}
 	cfg, err := ParseDDPArgs([]string{"--model", "small20", "-n", "2", "-w", "1", "-i", "2", "--runs", "1", "--check", "-q", "--timeout", "2m",
-		"--overlap", "--compute-kind", "sleep"}, &bytes.Buffer{})
+		"--overlap", "--compute-kind", "sleep", "--modes", "pertensor,reducer,flat,flatshared"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

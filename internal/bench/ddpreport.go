@@ -131,6 +131,7 @@ func AggregateDDP(m models.Model, ranks int, series []string, runs map[string][]
 		}
 		ratio("reducer/flat", mine(ModeReducer), mine(ModeFlat))
 		ratio("pertensor/reducer", mine(ModePerTensor), mine(ModeReducer))
+		ratio("reducer/flatshared", mine(ModeReducer), mine(ModeFlatShared))
 		ratio("exposed/flat", mine(keyExposed), mine(ModeFlat))
 		ratio("exposed/reducer", mine(keyExposed), mine(ModeReducer))
 		if s != SeriesTorchGloo {
@@ -198,6 +199,14 @@ func WriteDDPReport(w io.Writer, rep DDPReport, cfg DDPConfig) {
 	rows := [][]string{
 		{"series", "(a)pertensor", "(b)reducer", "(c)flat", "(d)ddp", "plain", "b/c", "a/b", "d/b", "wrong"},
 	}
+	shared := false
+	for _, row := range rep.Rows {
+		_, ok := row.Times[ModeFlatShared]
+		shared = shared || ok
+	}
+	if shared {
+		rows[0] = append(rows[0], "flatshared", "b/flatshared")
+	}
 	for _, row := range rep.Rows {
 		wrong := "-"
 		if row.Wrong >= 0 {
@@ -207,6 +216,9 @@ func WriteDDPReport(w io.Writer, rep DDPReport, cfg DDPConfig) {
 			rt(row, "reducer/flat"), rt(row, "pertensor/reducer"), rt(row, "ddp/reducer"), wrong}
 		if row.Series == SeriesTorchGloo {
 			r[6], r[7], r[8] = "d/c "+rt(row, "ddp/flat"), "-", "-"
+		}
+		if shared {
+			r = append(r, ms(row, ModeFlatShared), rt(row, "reducer/flatshared"))
 		}
 		rows = append(rows, r)
 	}

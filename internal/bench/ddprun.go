@@ -27,6 +27,11 @@ const (
 	// ModeFlat all-reduces one flat vector holding every gradient once
 	// they all exist (the (c), the bound).
 	ModeFlat = "flat"
+	// ModeFlatShared is ModeFlat with the vector from comm.AllocShared
+	// (every rank maps it, so a shared-memory all-reduce reads the inputs
+	// in place): the bound of a Reducer whose buckets were shared memory.
+	// Not in the default modes.
+	ModeFlatShared = "flatshared"
 	// ModeCompute is the simulated backward alone: per gradient a stretch
 	// of compute proportional to its size, no communication.
 	ModeCompute = "compute"
@@ -170,12 +175,13 @@ type ddpStep struct {
 	grads []([]float32)                 // gradient i, as the step sees it
 	step  func(layer func(i int)) error // one step; layer(i), when not nil, is gradient i's compute
 	fetch func()                        // refresh grads (the Reducer's views move when it rebuilds buckets)
+	free  func()                        // release what the mode allocated outside Go's heap
 }
 
 // newDDPStep sets up mode on this rank.
 func newDDPStep(ctx context.Context, c *comm.Comm, m models.Model, mode string) (*ddpStep, error) {
 	n := len(m.Tensors)
-	s := &ddpStep{grads: make([][]float32, n), fetch: func() {}}
+	s := &ddpStep{grads: make([][]float32, n), fetch: func() {}, free: func() {}}
 	backward := func(layer func(int), each func(i int) error) error {
 		for i := n - 1; i >= 0; i-- {
 			if layer != nil {
@@ -197,8 +203,15 @@ func newDDPStep(ctx context.Context, c *comm.Comm, m models.Model, mode string) 
 		s.step = func(layer func(int)) error {
 			return backward(layer, func(i int) error { return comm.AllReduce(ctx, c, s.grads[i], s.grads[i], comm.Avg) })
 		}
-	case ModeFlat:
+	case ModeFlat, ModeFlatShared:
 		flat := make([]float32, m.Params())
+		if mode == ModeFlatShared {
+			var err error
+			if flat, err = comm.AllocShared[float32](ctx, c, m.Params()); err != nil {
+				return nil, fmt.Errorf("commbench ddp: %w", err)
+			}
+			s.free = func() { comm.FreeShared(c, flat) }
+		}
 		off := 0
 		for i, t := range m.Tensors {
 			s.grads[i] = flat[off : off+t.Numel() : off+t.Numel()]
@@ -250,6 +263,7 @@ func runDDPMode(ctx context.Context, c *comm.Comm, cfg DDPRankConfig, mode strin
 	if err != nil {
 		return DDPSample{}, err
 	}
+	defer s.free()
 	me, n := c.Rank(), c.Size()
 	for _, g := range s.grads {
 		fillGrad(g, me, 0)
