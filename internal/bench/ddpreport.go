@@ -205,7 +205,7 @@ func WriteDDPReport(w io.Writer, rep DDPReport, cfg DDPConfig) {
 		shared = shared || ok
 	}
 	if shared {
-		rows[0] = append(rows[0], "flatshared", "b/flatshared")
+		rows[0] = slices.Insert(rows[0], len(rows[0])-1, "flatshared", "b/flatshared")
 	}
 	for _, row := range rep.Rows {
 		wrong := "-"
@@ -218,7 +218,7 @@ func WriteDDPReport(w io.Writer, rep DDPReport, cfg DDPConfig) {
 			r[6], r[7], r[8] = "d/c "+rt(row, "ddp/flat"), "-", "-"
 		}
 		if shared {
-			r = append(r, ms(row, ModeFlatShared), rt(row, "reducer/flatshared"))
+			r = slices.Insert(r, len(r)-1, ms(row, ModeFlatShared), rt(row, "reducer/flatshared"))
 		}
 		rows = append(rows, r)
 	}
