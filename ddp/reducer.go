@@ -245,7 +245,7 @@ func (r *Reducer[T]) resetStep() {
 // gradient (with its values) to new memory: fetch Grad(i) again after
 // that Wait, or simply every step.
 func (r *Reducer[T]) Grad(i int) []T {
-	if i < 0 || i >= len(r.views) {
+	if r == nil || i < 0 || i >= len(r.views) {
 		return nil
 	}
 	return r.views[i]
@@ -254,18 +254,26 @@ func (r *Reducer[T]) Grad(i int) []T {
 // Shape returns the shape gradient i was registered with (nil if i is out
 // of range). The slice is the Reducer's: do not modify it.
 func (r *Reducer[T]) Shape(i int) []int {
-	if i < 0 || i >= len(r.shapes) {
+	if r == nil || i < 0 || i >= len(r.shapes) {
 		return nil
 	}
 	return r.shapes[i]
 }
 
 // Len is the number of gradients.
-func (r *Reducer[T]) Len() int { return len(r.shapes) }
+func (r *Reducer[T]) Len() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.shapes)
+}
 
 // Buckets describes the current buckets, in the order they are started.
 // The layouts change when the buckets are rebuilt (see Layout.Epoch).
 func (r *Reducer[T]) Buckets() []Layout {
+	if r == nil {
+		return nil
+	}
 	ls := make([]Layout, len(r.buckets))
 	for k := range r.buckets {
 		l := r.buckets[k].Layout
@@ -279,6 +287,9 @@ func (r *Reducer[T]) Buckets() []Layout {
 // SetHook replaces the hook that reduces buckets (AllReduceHook by
 // default). Call it between steps; every rank must use the same hook.
 func (r *Reducer[T]) SetHook(h Hook[T]) error {
+	if err := r.unusable(); err != nil {
+		return err
+	}
 	if h == nil {
 		return fmt.Errorf("%w: ddp: SetHook(nil): pass a hook, e.g. AllReduceHook", comm.ErrInvalid)
 	}
@@ -297,10 +308,18 @@ func (r *Reducer[T]) SetHook(h Hook[T]) error {
 // step reduces the sum. The setting takes effect at the next step that
 // has not started (a step starts with its first Ready). Every rank must
 // make the same choice for a step.
-func (r *Reducer[T]) SetSync(on bool) { r.wantSync.Store(on) }
+func (r *Reducer[T]) SetSync(on bool) {
+	if r != nil {
+		r.wantSync.Store(on)
+	}
+}
 
 // ZeroGrad sets every gradient to zero. Call it between steps.
-func (r *Reducer[T]) ZeroGrad() { clear(r.flat) }
+func (r *Reducer[T]) ZeroGrad() {
+	if r != nil {
+		clear(r.flat)
+	}
+}
 
 // startStep latches the step's mode on its first Ready or Wait and
 // returns it.
@@ -321,8 +340,12 @@ func (r *Reducer[T]) startStep() int32 {
 	return m
 }
 
-// unusable is the error of a call after a failed step, or nil.
+// unusable is the error of a call on a Reducer New did not make or after
+// a failed step, or nil.
 func (r *Reducer[T]) unusable() error {
+	if r == nil || r.c == nil {
+		return fmt.Errorf("%w: ddp: a Reducer not made by New: call ddp.New", comm.ErrInvalid)
+	}
 	if p := r.failed.Load(); p != nil {
 		return fmt.Errorf("ddp: an earlier step failed; build a new Reducer: %w", *p)
 	}
@@ -331,6 +354,11 @@ func (r *Reducer[T]) unusable() error {
 
 // fail records err as the end of this Reducer and returns it.
 func (r *Reducer[T]) fail(err error) error {
+	if !errors.Is(err, ErrUnused) && strings.Contains(err.Error(), ErrUnused.Error()) {
+		// Another rank aborted the world over its unused gradients: say
+		// so here too, for errors.Is.
+		err = fmt.Errorf("%w: %w", ErrUnused, err)
+	}
 	r.failed.CompareAndSwap(nil, &err)
 	return err
 }
@@ -433,28 +461,27 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 	}
 
 	r.mu.Lock()
-	var unused []int
+	unused := false
 	for i := range r.marked {
 		switch {
 		case r.marked[i].Load():
 		case r.used[i]:
 			// Accumulated in an earlier step of this synced one.
 			r.pending[r.bucketOf[i]].Add(-1)
+		case r.opts.FindUnused:
+			clear(r.views[i])
+			r.pending[r.bucketOf[i]].Add(-1)
 		default:
-			unused = append(unused, i)
+			unused = true
 		}
 	}
-	if len(unused) > 0 && !r.opts.FindUnused {
-		err := r.unusedError(unused)
+	if unused {
+		err := r.unusedError()
 		r.c.Abort(err)
 		started := r.works[:r.next]
 		r.mu.Unlock()
 		r.waitBuckets(ctx, started)
 		return r.fail(err)
-	}
-	for _, i := range unused {
-		clear(r.views[i])
-		r.pending[r.bucketOf[i]].Add(-1)
 	}
 	r.startFull(ctx)
 	r.mu.Unlock()
@@ -474,8 +501,15 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 	return nil
 }
 
-// unusedError names the gradients of unused, at most a few of them.
-func (r *Reducer[T]) unusedError(unused []int) error {
+// unusedError names the gradients neither marked in this step nor
+// accumulated since the last synced one, at most a few of them.
+func (r *Reducer[T]) unusedError() error {
+	var unused []int
+	for i := range r.marked {
+		if !r.marked[i].Load() && !r.used[i] {
+			unused = append(unused, i)
+		}
+	}
 	const most = 8
 	var b strings.Builder
 	for j, i := range unused[:min(len(unused), most)] {
@@ -515,13 +549,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 	if first == nil {
 		return nil
 	}
-	err := fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
-	if !errors.Is(err, ErrUnused) && strings.Contains(err.Error(), ErrUnused.Error()) {
-		// Another rank aborted the world over unused gradients: say so
-		// here too, for errors.Is.
-		err = fmt.Errorf("%w: %w", ErrUnused, err)
-	}
-	return err
+	return fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
 }
 
 // rebuild lays the buckets out again in the order in which gradients

@@ -207,3 +207,156 @@ func TestGradIsBucketMemory(t *testing.T) {
 		}
 	}
 }
+
+// grad is a type defined on float32, which gocomm reduces as a float32.
+type grad float32
+
+// stepsMatchNaive runs steps of a Reducer[T] on every rank of w and checks
+// each against naiveAverage.
+func stepsMatchNaive[T comm.Numeric](t *testing.T, w []*comm.Comm, opts ddp.Options, steps int) {
+	ctx := testkit.Context(t, time.Minute)
+	testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+		r, err := ddp.New[T](ctx, c, shapesA, opts)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewPCG(uint64(rank), 2))
+		for step := range steps {
+			if err := backward(ctx, r, rank, step, rng, false); err != nil {
+				return err
+			}
+			if err := r.Wait(ctx); err != nil {
+				return err
+			}
+			want, err := naiveAverage[T](ctx, c, shapesA, []int{step})
+			if err != nil {
+				return err
+			}
+			if err := checkGrads(r, want); err != nil {
+				return fmt.Errorf("step %d: %v", step, err)
+			}
+		}
+		return nil
+	}))
+}
+
+// TestElementTypes: every kind of element type reduces like a per-tensor
+// all-reduce, half precision included.
+func TestElementTypes(t *testing.T) {
+	onEveryWorld(t, 3, func(t *testing.T, w []*comm.Comm) {
+		t.Run("float64", func(t *testing.T) { stepsMatchNaive[float64](t, w, smallCaps, 2) })
+		t.Run("int32", func(t *testing.T) { stepsMatchNaive[int32](t, w, smallCaps, 2) })
+		t.Run("int", func(t *testing.T) { stepsMatchNaive[int](t, w, smallCaps, 2) })
+		t.Run("float16", func(t *testing.T) { stepsMatchNaive[comm.Float16](t, w, smallCaps, 2) })
+		t.Run("bfloat16", func(t *testing.T) { stepsMatchNaive[comm.BFloat16](t, w, smallCaps, 2) })
+		t.Run("defined", func(t *testing.T) { stepsMatchNaive[grad](t, w, ddp.Options{}, 2) })
+	})
+}
+
+// flightOps is how many operations c's world has entered and how many
+// bytes it has sent, on this rank.
+func flightOps(c *comm.Comm) (ops uint64, sent int64) {
+	for _, fc := range c.FlightRecorder().Snapshot().Comms {
+		ops += fc.Ops
+		sent += fc.BytesSent
+	}
+	return ops, sent
+}
+
+// TestNoSyncSendsNothing: steps with SetSync(false) enter no operation
+// and send no byte (the flight recorder counts every one), and the next
+// synced step reduces the gradients accumulated over all of them.
+func TestNoSyncSendsNothing(t *testing.T) {
+	onEveryWorld(t, 3, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+			r, err := ddp.New[float32](ctx, c, shapesA, smallCaps)
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 3))
+			// Twice: before the rebuild, and after it.
+			for round := range 2 {
+				first := round * 10
+				ops, sent := flightOps(c)
+				r.SetSync(false)
+				r.ZeroGrad()
+				for step := first; step < first+3; step++ {
+					if err := backward(ctx, r, rank, step, rng, true); err != nil {
+						return err
+					}
+					if err := r.Wait(ctx); err != nil {
+						return err
+					}
+				}
+				if o, s := flightOps(c); o != ops || s != sent {
+					return fmt.Errorf("round %d: 3 steps without sync entered %d operations and sent %d bytes, want none", round, o-ops, s-sent)
+				}
+				r.SetSync(true)
+				if err := backward(ctx, r, rank, first+3, rng, true); err != nil {
+					return err
+				}
+				if err := r.Wait(ctx); err != nil {
+					return err
+				}
+				// The recorder does count the synced step's collectives.
+				if o, s := flightOps(c); o == ops || s == sent {
+					return fmt.Errorf("round %d: the flight recorder saw no operation of the synced step", round)
+				}
+				want, err := naiveAverage[float32](ctx, c, shapesA, []int{first, first + 1, first + 2, first + 3})
+				if err != nil {
+					return err
+				}
+				if err := checkGrads(r, want); err != nil {
+					return fmt.Errorf("round %d: %v", round, err)
+				}
+			}
+			return nil
+		}))
+	})
+}
+
+// TestAccumulatedCountsAsReady: a gradient marked in a no_sync step and
+// not in the synced step after it is reduced with its accumulated value,
+// without FindUnused.
+func TestAccumulatedCountsAsReady(t *testing.T) {
+	w, err := comm.NewLocalWorld(2, comm.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testkit.CloseAll(w)
+	ctx := testkit.Context(t, time.Minute)
+	testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+		r, err := ddp.New[float32](ctx, c, shapesA, smallCaps)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewPCG(uint64(rank), 4))
+		r.SetSync(false)
+		if err := backward(ctx, r, rank, 0, rng, true); err != nil {
+			return err
+		}
+		if err := r.Wait(ctx); err != nil {
+			return err
+		}
+		r.SetSync(true)
+		// Gradient 4 takes no part in the synced step.
+		if err := backward(ctx, r, rank, 1, rng, true, 4); err != nil {
+			return err
+		}
+		if err := r.Wait(ctx); err != nil {
+			return err
+		}
+		want, err := naiveAverage[float32](ctx, c, shapesA, []int{0, 1})
+		if err != nil {
+			return err
+		}
+		// Gradient 4 holds step 0's values only.
+		w4, err := naiveAverage[float32](ctx, c, shapesA, []int{0})
+		if err != nil {
+			return err
+		}
+		want[4] = w4[4]
+		return checkGrads(r, want)
+	}))
+}

@@ -131,8 +131,8 @@ func agree(ctx context.Context, c *comm.Comm, reg *registration, elemSize int) e
 		return fmt.Errorf("ddp: New: comparing the registered gradients across ranks: %w", err)
 	}
 	same := true
-	for r := 1; r < c.Size() && same; r++ {
-		same = string(all[r*len(sum):(r+1)*len(sum)]) == string(sum[:])
+	for r := range c.Size() {
+		same = same && string(all[r*len(sum):(r+1)*len(sum)]) == string(sum[:])
 	}
 	if same {
 		return nil
