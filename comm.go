@@ -16,14 +16,16 @@ import (
 
 	"github.com/gocomm/comm/algo"
 	"github.com/gocomm/comm/backend"
+	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/cpubind"
 	"github.com/gocomm/comm/internal/opctx"
 	"github.com/gocomm/comm/profile"
 	"github.com/gocomm/comm/rendezvous"
 )
 
-// DefaultTimeout bounds every operation whose context has no deadline, and
-// the rendezvous in Init. It matches torch.distributed's default.
+// DefaultTimeout bounds every operation whose context has no deadline. It
+// matches torch.distributed's default. Init is bounded by 10 minutes unless
+// a timeout was chosen (see Init).
 const DefaultTimeout = 30 * time.Minute
 
 // Options configures Init. The zero value works: everything unset is taken
@@ -55,9 +57,10 @@ type Options struct {
 	Store rendezvous.Store
 	// Backend names the backend driver; "" is "native" (GOCOMM_BACKEND).
 	Backend string
-	// Timeout bounds operations whose context has no deadline, and Init's
-	// rendezvous; 0 is GOCOMM_TIMEOUT (else DEEPSPEED_TIMEOUT, in
-	// minutes), else DefaultTimeout; negative is an error.
+	// Timeout bounds operations whose context has no deadline, and Init
+	// unless GOCOMM_INIT_TIMEOUT is set; 0 is GOCOMM_TIMEOUT (else
+	// DEEPSPEED_TIMEOUT, in minutes), else DefaultTimeout for operations
+	// and 10 minutes for Init; negative is an error.
 	Timeout time.Duration
 	// Secret authenticates data connections (GOCOMM_SECRET). Every rank
 	// must use the same one.
@@ -234,13 +237,25 @@ type Comm struct {
 //     TCP store there unless the store already exists.
 //
 // A missing or malformed variable is an error wrapping ErrEnvironment that
-// names it and says what to set.
+// names it and says what to set. With GOCOMM_JOIN=1 (set by commrun
+// --elastic for the processes that replace failed ranks) and opts.Size 0,
+// Init is Join: the process joins the running world when its ranks call
+// Grow.
 //
 // Init blocks until every rank of the world has joined (each connects to
-// the others through the meeting place), ctx is done, or the timeout
-// passes: opts.Timeout, else GOCOMM_TIMEOUT, else DefaultTimeout (30
-// minutes). The same timeout later bounds every operation whose ctx has
+// the others through the meeting place), ctx is done, or Init's timeout
+// passes: GOCOMM_INIT_TIMEOUT, else opts.Timeout or GOCOMM_TIMEOUT when
+// set, else 10 minutes. opts.Timeout, else GOCOMM_TIMEOUT, else
+// DefaultTimeout (30 minutes) later bounds every operation whose ctx has
 // no deadline.
+//
+// Before connecting, every rank records in the store its world size and
+// job identity (package env's JobIdentity); when two ranks disagree every
+// rank fails at once with one error, wrapping ErrEnvironment, that names
+// which ranks said what. While it waits for ranks, Init says whom it
+// waits for on standard error (or opts.Logger), after 4 s and every 10 s;
+// at the timeout it names the ranks that never registered in the store,
+// or, when all did, those it could not connect to.
 //
 // What it does to the process, and how to turn each off:
 //   - GOCOMM_BIND (unset by default: nothing) binds the process to CPUs,
@@ -264,6 +279,14 @@ type Comm struct {
 func Init(ctx context.Context, opts Options) (*Comm, error) {
 	if ctx == nil {
 		return nil, errNilContext("Init")
+	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if opts.Size == 0 && getenv(env.EnvJoin) == "1" {
+		// A replacement started by an elastic launcher.
+		return Join(ctx, opts)
 	}
 	cfg, err := resolve(opts)
 	if err != nil {
@@ -292,8 +315,13 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 	}
 	// Joining is bounded by the timeout even when ctx allows longer (a
 	// rank that cannot reach a peer must say so, not wait for ctx).
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.initTimeout)
 	defer cancel()
+	var report *initReport
+	if cfg.size > 1 && !cfg.ownBootstrap {
+		report = startInitReport(ctx, &cfg, opts.Logger)
+		defer report.stop()
+	}
 	store, own := opts.Store, false
 	if store == nil && cfg.size > 1 && !cfg.ownBootstrap {
 		// The meeting place package env chose: rank 0's TCP store,
@@ -303,6 +331,25 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			return nil, err
 		}
 		own = true
+	}
+	var joined *joiner
+	if store != nil && cfg.size > 1 && !cfg.ownBootstrap {
+		// Every rank checks that all agree on the world before any
+		// connects (join.go). A backend with its own bootstrap (MPI)
+		// learns the world from its launcher and ignores the store.
+		joined = newJoiner(store, &cfg)
+		report.enter(phaseJoin, joined)
+		if err := joined.join(ctx); err != nil {
+			if own {
+				var verdict *verdictError
+				if errors.As(err, &verdict) && cfg.rank == 0 {
+					linger(store)
+				}
+				store.Close()
+			}
+			return nil, err
+		}
+		report.enter(phaseConnect, joined)
 	}
 	bcfg := backend.Config{
 		Rank: cfg.rank, Size: cfg.size,
@@ -326,6 +373,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 			store.Close()
 		}
 		return nil, fmt.Errorf("comm: rank %d of %d: opening backend %q: %w", cfg.rank, cfg.size, cfg.backend, err)
+	}
+	if joined != nil {
+		report.stop()
+		// Tells the others' progress reports that this rank is connected.
+		store.Set(ctx, joinUpKey(cfg.rank), nil)
 	}
 	c := newWorld(be, cfg.timeout, cfg.logger)
 	c.prof = newProfiler(cfg.profiling, c.rank)

@@ -69,7 +69,12 @@ func init() {
 // store and talk over TCP on loopback.
 func tcpWorld(t testing.TB, n int, opts comm.Options) []*comm.Comm {
 	t.Helper()
-	store := rendezvous.NewMemStore()
+	return tcpWorldOn(t, rendezvous.NewMemStore(), n, opts)
+}
+
+// tcpWorldOn is tcpWorld meeting through the given store.
+func tcpWorldOn(t testing.TB, store rendezvous.Store, n int, opts comm.Options) []*comm.Comm {
+	t.Helper()
 	w := make([]*comm.Comm, n)
 	errs := make([]error, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

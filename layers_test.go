@@ -29,7 +29,7 @@ var layers = []struct {
 	{"backend seam", []string{"backend"}},
 	{"backends", []string{"backend/native", "backend/mpi"}},
 	{"public API", []string{""}},
-	{"on the API", []string{"launch", "onebit", "object"}},
+	{"on the API", []string{"launch", "onebit", "object", "elastic"}},
 	{"gradient reduction", []string{"ddp"}},
 	{"on those", []string{"optim", "internal/bench", "conformance", "internal/faults"}},
 	{"programs", []string{"cmd/commbench", "cmd/commfault", "cmd/commrun", "cmd/commtrace", "examples/train"}},

@@ -37,7 +37,12 @@ type config struct {
 	rdzv                 Rendezvous
 	backend              string
 	timeout              time.Duration
-	secret               []byte
+	// initTimeout bounds Init (see initTimeoutOf).
+	initTimeout time.Duration
+	// job and jobFrom are the launcher's job identity and the variable
+	// it came from ("" when it gave none), for the join check (join.go).
+	job, jobFrom string
+	secret       []byte
 	// storeAuth: the store rank 0 hosts requires the authenticated
 	// handshake (GOCOMM_SECRET set, GOCOMM_STORE_AUTH not 0).
 	storeAuth    bool
@@ -223,8 +228,10 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 	if cfg.backend == "" {
 		cfg.backend = "native"
 	}
+	chosen := cfg.timeout != 0
 	if cfg.timeout == 0 {
 		if v := e.Get(env.EnvTimeout); v != "" {
+			chosen = true
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				secs, err2 := strconv.ParseFloat(v, 64)
@@ -240,11 +247,27 @@ func resolveKnobs(e env.Reader, cfg *config) error {
 				return env.Errorf("%s=%q: want minutes, such as 30", env.EnvDeepSpeedTimeout, v)
 			}
 			cfg.timeout = time.Duration(mins * float64(time.Minute))
+			chosen = true
 		}
 	}
 	if cfg.timeout <= 0 {
 		cfg.timeout = DefaultTimeout
 	}
+	// Init's bound: GOCOMM_INIT_TIMEOUT, else the operations' timeout
+	// when it was chosen, else defaultInitTimeout.
+	switch v := e.Get(env.EnvInitTimeout); {
+	case v != "":
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return env.Errorf("%s=%q: want a positive duration such as 90s or 10m", env.EnvInitTimeout, v)
+		}
+		cfg.initTimeout = d
+	case chosen:
+		cfg.initTimeout = cfg.timeout
+	default:
+		cfg.initTimeout = defaultInitTimeout
+	}
+	cfg.job, cfg.jobFrom = e.JobIdentity()
 	if cfg.secret == nil {
 		if v := e.Getenv(env.EnvSecret); v != "" { // untrimmed: white space may be part of a secret
 			cfg.secret = []byte(v)

@@ -108,8 +108,8 @@ type aliveMsg struct {
 // The new world has its own connections, under a fresh key prefix of the
 // store, its own sequence numbers and flight recorder, c's timeout, and
 // the world's debug endpoints (GOCOMM_DEBUG_ADDR, SIGUSR1), which move to it;
-// LocalRank and LocalSize keep c's values (the survivors' host shares are
-// not recomputed). The store must still be served: under commrun and
+// LocalRank, LocalSize and NodeRank are the survivors' own (a backend that
+// cannot tell hosts apart takes each world as one host). The store must still be served: under commrun and
 // torchrun rank 0 hosts it, so Shrink cannot recover from the loss of rank
 // 0 unless the store lives elsewhere (a file store, torchrun's agent
 // store). A rank the agreed membership leaves out gets ErrShrinkExcluded.
@@ -162,9 +162,12 @@ func (c *Comm) Shrink(ctx context.Context) (*Comm, error) {
 	nc := newWorld(be, c.timeout, c.log)
 	nc.backendName = st.driver
 	nc.prof = newProfiler(st.profiling, rank)
-	nc.local = root.local
+	nc.local.rank, nc.local.size = localOf(nc)
 	nc.store, nc.ownStore = view, true
 	nc.shrink.init(st.driver, cfg, st.profiling)
+	// Later shrinks and grows meet in the whole store, under full key
+	// paths: newcomers (Join) look for their keys there.
+	nc.shrink.cfg.Store = st.cfg.Store
 	nc.shrink.lineage = base
 	// The store Init opened now belongs to the new world: closing the old
 	// one must not stop it (rank 0 serves it to the others).

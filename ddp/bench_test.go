@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/ddp"
@@ -37,19 +36,15 @@ func resnet50Shapes() [][]int {
 	return append(shapes, []int{1000, 2048}, []int{1000})
 }
 
-// stepLoop runs steps of a Reducer on every rank of a local world: each
-// rank marks its gradients last first and waits, and rank 0 calls each
-// between b.StartTimer and b.StopTimer by running the whole step.
-func benchmarkSteps(b *testing.B, ranks int, shapes [][]int, opts ddp.Options) {
-	w, err := comm.NewLocalWorld(ranks, comm.Options{Timeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer testkit.CloseAll(w)
+// benchmarkSteps runs steps of a Reducer on every rank of w, which live
+// in this process: each rank marks its gradients last first and waits.
+func benchmarkSteps(b *testing.B, w []*comm.Comm, shapes [][]int, opts ddp.Options) {
+	ranks := len(w)
 	ctx := context.Background()
 	rs := make([]*ddp.Reducer[float32], ranks)
 	testkit.NoErrors(b, onEveryRank(w, func(rank int, c *comm.Comm) error {
-		rs[rank], err = ddp.New[float32](ctx, c, shapes, opts)
+		r, err := ddp.New[float32](ctx, c, shapes, opts)
+		rs[rank] = r
 		return err
 	}))
 	step := func(r *ddp.Reducer[float32]) error {
@@ -96,12 +91,20 @@ func benchmarkSteps(b *testing.B, ranks int, shapes [][]int, opts ddp.Options) {
 }
 
 // BenchmarkReducerStep: one training step's gradient reduction of
-// ResNet-50 (25.6M float32) on two in-process ranks, and of a small model
-// where the Reducer's own cost per step shows.
+// ResNet-50 (25.6M float32) on two ranks in this process, in-process and
+// over shared memory, and of a small model where the Reducer's own cost
+// per step shows.
 func BenchmarkReducerStep(b *testing.B) {
-	b.Run("resnet50", func(b *testing.B) { benchmarkSteps(b, 2, resnet50Shapes(), ddp.Options{}) })
-	for _, caps := range []ddp.Options{{}, smallCaps} {
-		b.Run(fmt.Sprintf("small/cap=%d", caps.BucketCapBytes), func(b *testing.B) { benchmarkSteps(b, 2, shapesA, caps) })
+	for _, wk := range worlds {
+		if wk.name != "inproc" && wk.name != "shm" {
+			continue
+		}
+		b.Run("resnet50/"+wk.name, func(b *testing.B) { benchmarkSteps(b, wk.make(b, 2), resnet50Shapes(), ddp.Options{}) })
+		for _, caps := range []ddp.Options{{}, smallCaps} {
+			b.Run(fmt.Sprintf("small/cap=%d/%s", caps.BucketCapBytes, wk.name), func(b *testing.B) {
+				benchmarkSteps(b, wk.make(b, 2), shapesA, caps)
+			})
+		}
 	}
 }
 

@@ -34,7 +34,10 @@
 // strictly in bucket order, so every rank issues the same collectives in
 // the same order whatever order its gradients arrive in. Wait ends the
 // step: it waits for every bucket and leaves the averaged gradients in
-// bucket memory.
+// bucket memory. Because buckets start when each rank's gradients are
+// ready, at times that differ between ranks, start no other collective on
+// the Reducer's communicator between a step's first Ready and its Wait
+// (use another one, from c.Split, for what must run then).
 //
 // After the first synced step the buckets are rebuilt once (DDP's
 // rebuild_buckets): rank 0's order of Ready calls in that step is
@@ -61,12 +64,17 @@
 // ready if it was marked in any step since the last synced one.
 //
 // A gradient not marked ready by Wait of a synced step is reduced as
-// zeros with Options.FindUnused (DDP's find_unused_parameters). Without
-// it, Wait fails with ErrUnused naming the gradients, and, because the
-// other ranks are waiting for buckets this rank can never start, it
-// aborts the communicator (comm.Comm.Abort) with that error: every rank
-// fails at once with the same message instead of waiting for the
-// timeout. This costs the normal path nothing, one collective per bucket
+// zeros with Options.FindUnused (DDP's find_unused_parameters). Its bucket,
+// and the buckets after it, start at Wait: gocomm sees no graph, so it
+// cannot know earlier, as torch does after the forward pass, that a
+// gradient will not come. Without FindUnused, Wait fails with ErrUnused
+// naming the gradients, and, because the other ranks are waiting for
+// buckets this rank can never start, it aborts the communicator's world
+// (comm.Comm.Abort) with that error: every rank fails at once with the
+// same message instead of waiting for the timeout. (On the mpi backend a
+// rank already inside a blocking MPI call cannot leave it; the backend
+// ends the job ten seconds later with the same message, unless
+// GOCOMM_MPI_BLOCKING_MAX=none.) This costs the normal path nothing, one collective per bucket
 // and no flag exchanged; the price is that the communicator is unusable
 // afterwards, as after a collective given a bad argument, which is what
 // a step with a gradient missing on one rank is. Registration mistakes

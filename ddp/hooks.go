@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/gocomm/comm"
@@ -15,8 +16,19 @@ import (
 // and divided once at the end).
 func AllReduceHook[T comm.Numeric]() Hook[T] {
 	return func(ctx context.Context, c *comm.Comm, b *Bucket[T]) *comm.Work {
+		if b == nil {
+			return nilBucket()
+		}
 		return comm.StartAllReduce(ctx, c, b.Data, b.Data, comm.Avg)
 	}
+}
+
+// nilBucket is the Work of a hook called with a nil *Bucket, which only a
+// caller other than the Reducer can pass.
+func nilBucket() *comm.Work {
+	return comm.StartFunc(func() error {
+		return fmt.Errorf("%w: ddp: a hook called with a nil *Bucket", comm.ErrInvalid)
+	})
 }
 
 // FP16CompressHook is DDP's fp16_compress_hook for float32 gradients: each
@@ -42,15 +54,20 @@ func BF16CompressHook() Hook[float32] {
 // compressHook divides a bucket by the world size, narrows it to H,
 // all-reduces the narrow copy with Sum and widens the result back.
 func compressHook[H comm.Float16 | comm.BFloat16](narrow func(float32) H, widen func(H) float32) Hook[float32] {
-	var bufs [][]H // per bucket index; hook calls come one at a time
+	bufs := map[int][]H{} // per bucket index; hook calls come one at a time
 	return func(ctx context.Context, c *comm.Comm, b *Bucket[float32]) *comm.Work {
-		for len(bufs) <= b.Index {
-			bufs = append(bufs, nil)
+		if b == nil {
+			return nilBucket()
 		}
-		if len(bufs[b.Index]) != len(b.Data) {
-			bufs[b.Index] = make([]H, len(b.Data))
+		if c.Size() < 1 {
+			// A nil or non-member communicator: let the collective say so.
+			return comm.StartAllReduce(ctx, c, b.Data, b.Data, comm.Sum)
 		}
 		h := bufs[b.Index]
+		if len(h) != len(b.Data) {
+			h = make([]H, len(b.Data))
+			bufs[b.Index] = h
+		}
 		n := float32(c.Size())
 		for i, x := range b.Data {
 			h[i] = narrow(x / n)
@@ -82,16 +99,17 @@ func compressHook[H comm.Float16 | comm.BFloat16](narrow func(float32) H, widen 
 // Use one hook per Reducer.
 func OnebitHook() Hook[float32] {
 	var (
-		states []*onebit.State // per bucket index
+		states = map[int]*onebit.State{} // per bucket index
 		epoch  int
 		prev   *comm.Work // the previous bucket's reduction
 	)
 	return func(ctx context.Context, c *comm.Comm, b *Bucket[float32]) *comm.Work {
-		if b.Epoch != epoch {
-			states, epoch = nil, b.Epoch
+		if b == nil {
+			return nilBucket()
 		}
-		for len(states) <= b.Index {
-			states = append(states, nil)
+		if b.Epoch != epoch {
+			clear(states)
+			epoch = b.Epoch
 		}
 		st := states[b.Index]
 		if st == nil || len(st.WorkerError) != onebit.PaddedLen(len(b.Data), c.Size()) {
@@ -119,13 +137,23 @@ func OnebitHook() Hook[float32] {
 // a Hook whose reductions run one after another on their own goroutine
 // each, after the previous bucket's: the way to use blocking collectives
 // (or several collectives per bucket) in a hook without breaking the
-// order every rank must issue them in.
+// order every rank must issue them in. An error from f aborts c's world
+// with that error: f may have failed before collectives the other ranks
+// are waiting in.
 func HookFunc[T comm.Numeric](f func(ctx context.Context, c *comm.Comm, b *Bucket[T]) error) Hook[T] {
 	var (
 		mu   sync.Mutex // protects prev across Reducers sharing the hook
 		prev *comm.Work
 	)
 	return func(ctx context.Context, c *comm.Comm, b *Bucket[T]) *comm.Work {
+		if b == nil {
+			return nilBucket()
+		}
+		if f == nil {
+			return comm.StartFunc(func() error {
+				return fmt.Errorf("%w: ddp: HookFunc(nil): pass the function that reduces a bucket", comm.ErrInvalid)
+			})
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		after := prev
@@ -133,7 +161,11 @@ func HookFunc[T comm.Numeric](f func(ctx context.Context, c *comm.Comm, b *Bucke
 			if after != nil {
 				<-after.Done()
 			}
-			return f(ctx, c, b)
+			err := f(ctx, c, b)
+			if err != nil {
+				c.Abort(err)
+			}
+			return err
 		})
 		prev = w
 		return w

@@ -2,9 +2,11 @@ package ddp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +205,41 @@ func TestHookFunc(t *testing.T) {
 			}
 			return nil
 		}))
+	})
+}
+
+// TestHookFuncErrorFailsEveryRank: a HookFunc whose function fails on one
+// rank before its collective fails every rank, at once.
+func TestHookFuncErrorFailsEveryRank(t *testing.T) {
+	onEveryWorld(t, 3, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		start := time.Now()
+		errs := onEveryRank(w, func(rank int, c *comm.Comm) error {
+			r, err := ddp.New[float64](ctx, c, shapesA, smallCaps)
+			if err != nil {
+				return err
+			}
+			if err := r.SetHook(ddp.HookFunc(func(ctx context.Context, c *comm.Comm, b *ddp.Bucket[float64]) error {
+				if c.Rank() == 2 && b.Index == 1 {
+					return errors.New("bucket 1 cannot be reduced on rank 2")
+				}
+				return comm.AllReduce(ctx, c, b.Data, b.Data, comm.Avg)
+			})); err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 15))
+			if err := backward(ctx, r, rank, 0, rng, false); err != nil {
+				return err
+			}
+			return r.Wait(ctx)
+		})
+		if d := time.Since(start); d > prompt {
+			t.Errorf("the ranks took %v to fail", d)
+		}
+		for rank, err := range errs {
+			if err == nil || !strings.Contains(err.Error(), "bucket 1 cannot be reduced on rank 2") {
+				t.Errorf("rank %d: %v, want the error of rank 2's hook", rank, err)
+			}
+		}
 	})
 }

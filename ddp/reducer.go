@@ -26,12 +26,12 @@ var (
 	// registered different gradients (count, shapes, element type) or
 	// options; the message names the first difference and the ranks on
 	// each side.
-	ErrMismatch = errors.New("ddp: ranks registered different gradients")
+	ErrMismatch = errors.New("comm: ddp: ranks registered different gradients")
 	// ErrUnused is returned by Wait when gradients were not marked ready
 	// in a synced step and Options.FindUnused is off: on the rank that
 	// did not mark them, naming them, and on the others, which that rank
 	// aborts so that they do not wait for collectives it cannot start.
-	ErrUnused = errors.New("ddp: gradients not marked ready")
+	ErrUnused = errors.New("comm: ddp: gradients not marked ready")
 )
 
 // Options configure a Reducer. The zero value is DDP's defaults.
@@ -56,16 +56,16 @@ type Options struct {
 // bucket, it starts the bucket's reduction across the ranks of c and
 // returns its Work. When the Work is done, b.Data must hold the reduced
 // gradients (averaged, by the hooks of this package). b.Data is the local
-// sum, in bucket memory; it belongs to the Work until it is done, and b
-// must not be kept after.
+// sum, in bucket memory; it belongs to the Work until it is done. b is the
+// Reducer's: do not modify its Layout's slices or keep b after the Work.
 //
 // The Reducer calls its hook for buckets 0, 1, 2... in that order, one
 // call at a time, from the goroutine whose Ready (or Wait) completed the
-// bucket, and never blocks in it: a hook must start its collectives on c
-// before it returns, in call order, or, if its Work issues them from a
-// goroutine of its own (comm.StartFunc), not before the previous bucket's
-// Work is done (see OnebitHook), so that every rank issues the same
-// collectives in the same order.
+// bucket. Ready does not wait for the network, so a hook must not either:
+// it starts its collectives on c before it returns, in call order, or, if
+// its Work issues them from a goroutine of its own (comm.StartFunc),
+// after the previous bucket's Work is done (as OnebitHook and HookFunc
+// do), so that every rank issues the same collectives in the same order.
 type Hook[T comm.Numeric] func(ctx context.Context, c *comm.Comm, b *Bucket[T]) *comm.Work
 
 // Bucket is what a hook gets: the bucket's layout and its memory.
@@ -90,6 +90,9 @@ const (
 // accumulate), call Ready(ctx, i) for it, then Wait(ctx). Ready may be
 // called from several goroutines at once; Wait must be called once every
 // Ready of the step has returned, and the other methods between steps.
+// Between a step's first Ready and its Wait the Reducer's collectives
+// start at times that differ by rank: start no other collective on its
+// communicator then.
 type Reducer[T comm.Numeric] struct {
 	c      *comm.Comm
 	opts   Options
@@ -347,7 +350,7 @@ func (r *Reducer[T]) unusable() error {
 		return fmt.Errorf("%w: ddp: a Reducer not made by New: call ddp.New", comm.ErrInvalid)
 	}
 	if p := r.failed.Load(); p != nil {
-		return fmt.Errorf("ddp: an earlier step failed; build a new Reducer: %w", *p)
+		return fmt.Errorf("comm: ddp: an earlier step failed; build a new Reducer: %w", *p)
 	}
 	return nil
 }
@@ -438,9 +441,9 @@ func (r *Reducer[T]) start(ctx context.Context, k int) {
 // wrapping ErrUnused that names the gradients (index and shape), after
 // aborting c so that the other ranks, waiting for this rank's buckets,
 // fail at once with the same reason instead of waiting for the timeout.
-// A failed step (that, a failed collective, ctx ending) leaves the
-// Reducer unusable, and the gradients belong to the collectives already
-// started until they end (abort c to end them).
+// A failed step (unused gradients, a failed collective, ctx ending)
+// leaves the Reducer unusable, and the gradients belong to the
+// collectives already started until they end (abort c to end them).
 func (r *Reducer[T]) Wait(ctx context.Context) error {
 	if err := r.unusable(); err != nil {
 		return err
@@ -537,7 +540,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 		select {
 		case <-w.Done():
 		case <-ctx.Done():
-			return fmt.Errorf("ddp: Wait, step %d: bucket %d of %d not reduced: %w", r.steps, k, len(works), ctx.Err())
+			return fmt.Errorf("comm: ddp: Wait, step %d: bucket %d of %d not reduced: %w", r.steps, k, len(works), ctx.Err())
 		}
 		if err := w.Err(); err != nil {
 			failed++
@@ -549,7 +552,7 @@ func (r *Reducer[T]) waitBuckets(ctx context.Context, works []*comm.Work) error 
 	if first == nil {
 		return nil
 	}
-	return fmt.Errorf("ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
+	return fmt.Errorf("comm: ddp: Wait, step %d: %d of %d buckets failed; %w", r.steps, failed, len(works), first)
 }
 
 // rebuild lays the buckets out again in the order in which gradients
@@ -574,13 +577,13 @@ func (r *Reducer[T]) rebuild(ctx context.Context) error {
 		}
 	}
 	if err := comm.Broadcast(ctx, r.c, order, 0); err != nil {
-		return fmt.Errorf("ddp: Wait, step %d: broadcasting rank 0's gradient order to rebuild the buckets: %w", r.steps, err)
+		return fmt.Errorf("comm: ddp: Wait, step %d: broadcasting rank 0's gradient order to rebuild the buckets: %w", r.steps, err)
 	}
 	ord := make([]int, n)
 	seen := make([]bool, n)
 	for j, g := range order {
 		if g < 0 || int(g) >= n || seen[g] {
-			return fmt.Errorf("ddp: Wait, step %d: rank 0's gradient order is not a permutation (gradient %d at %d)", r.steps, g, j)
+			return fmt.Errorf("comm: ddp: Wait, step %d: rank 0's gradient order is not a permutation (gradient %d at %d)", r.steps, g, j)
 		}
 		seen[g] = true
 		ord[j] = int(g)

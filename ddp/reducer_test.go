@@ -360,3 +360,203 @@ func TestAccumulatedCountsAsReady(t *testing.T) {
 		return checkGrads(r, want)
 	}))
 }
+
+// TestOnGroups: Reducers on the two groups of a Split run at once, each
+// reducing over its own group only.
+func TestOnGroups(t *testing.T) {
+	onEveryWorld(t, 4, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+			g, err := c.Split(ctx, rank%2, rank)
+			if err != nil {
+				return err
+			}
+			r, err := ddp.New[float64](ctx, g, shapesA, smallCaps)
+			if err != nil {
+				return err
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 12))
+			for step := range 3 {
+				if err := backward(ctx, r, g.Rank(), step+10*(rank%2), rng, false); err != nil {
+					return err
+				}
+				if err := r.Wait(ctx); err != nil {
+					return err
+				}
+				want, err := naiveAverage[float64](ctx, g, shapesA, []int{step + 10*(rank%2)})
+				if err != nil {
+					return err
+				}
+				if err := checkGrads(r, want); err != nil {
+					return fmt.Errorf("group %d, step %d: %v", rank%2, step, err)
+				}
+			}
+			return nil
+		}))
+	})
+}
+
+// TestSetSyncDuringStep: SetSync called after a step's first Ready takes
+// effect at the next step; the step under way stays as it began.
+func TestSetSyncDuringStep(t *testing.T) {
+	w, err := comm.NewLocalWorld(2, comm.Options{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer testkit.CloseAll(w)
+	ctx := testkit.Context(t, time.Minute)
+	testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+		r, err := ddp.New[float32](ctx, c, shapesA, smallCaps)
+		if err != nil {
+			return err
+		}
+		step := func(n int, toggle func()) error {
+			for i := range r.Len() {
+				fill(r, rank, n, i, false)
+				if err := r.Ready(ctx, i); err != nil {
+					return err
+				}
+				if i == 0 {
+					toggle()
+				}
+			}
+			return r.Wait(ctx)
+		}
+		// Synced, although SetSync(false) comes in the middle.
+		if err := step(0, func() { r.SetSync(false) }); err != nil {
+			return err
+		}
+		want, err := naiveAverage[float32](ctx, c, shapesA, []int{0})
+		if err != nil {
+			return err
+		}
+		if err := checkGrads(r, want); err != nil {
+			return fmt.Errorf("the synced step: %v", err)
+		}
+		// Not synced, although SetSync(true) comes in the middle: the
+		// gradients stay this rank's own.
+		ops, _ := flightOps(c)
+		if err := step(1, func() { r.SetSync(true) }); err != nil {
+			return err
+		}
+		if o, _ := flightOps(c); o != ops {
+			return fmt.Errorf("the local step entered %d operations", o-ops)
+		}
+		for i := range r.Len() {
+			for j, got := range r.Grad(i) {
+				if want := float32(value(rank, 1, i, j)); got != want {
+					return fmt.Errorf("the local step: gradient %d [%d] is %v, want %v", i, j, got, want)
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+// TestEmptyBucket: a bucket of gradients with no elements needs no
+// collective on any rank, and the buckets after it still start.
+func TestEmptyBucket(t *testing.T) {
+	shapes := [][]int{{100}, {3}, {0}, {0, 5}}
+	opts := ddp.Options{FirstBucketCapBytes: 4, BucketCapBytes: 8}
+	onEveryWorld(t, 3, func(t *testing.T, w []*comm.Comm) {
+		ctx := testkit.Context(t, time.Minute)
+		testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+			r, err := ddp.New[int64](ctx, c, shapes, opts)
+			if err != nil {
+				return err
+			}
+			if l := r.Buckets()[0]; l.Len != 0 || !slices.Equal(l.Grads, []int{3, 2}) {
+				return fmt.Errorf("bucket 0 is %+v, want gradients 3 and 2, no elements", l)
+			}
+			rng := rand.New(rand.NewPCG(uint64(rank), 13))
+			for step := range 3 {
+				if err := backward(ctx, r, rank, step, rng, false); err != nil {
+					return err
+				}
+				if err := r.Wait(ctx); err != nil {
+					return err
+				}
+				want, err := naiveAverage[int64](ctx, c, shapes, []int{step})
+				if err != nil {
+					return err
+				}
+				if err := checkGrads(r, want); err != nil {
+					return fmt.Errorf("step %d: %v", step, err)
+				}
+			}
+			return nil
+		}))
+	})
+}
+
+// scaledResNet50 is ResNet-50's 161 shapes with every dimension of 64 or
+// more divided by 32: the same structure, 25K elements.
+func scaledResNet50() [][]int {
+	var out [][]int
+	for _, s := range resnet50Shapes() {
+		t := make([]int, len(s))
+		for i, d := range s {
+			t[i] = d
+			if d >= 64 {
+				t[i] = d / 32
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// TestManyGradients: a model of ResNet-50's structure (161 gradients,
+// dozens of buckets), its gradients marked from eight goroutines per rank
+// in random orders, reduces like per-tensor all-reduces.
+func TestManyGradients(t *testing.T) {
+	shapes := scaledResNet50()
+	opts := ddp.Options{FirstBucketCapBytes: 1 << 10, BucketCapBytes: 4 << 10}
+	for _, wk := range worlds[:2] { // inproc and tcp
+		t.Run(wk.name, func(t *testing.T) {
+			w := wk.make(t, 3)
+			ctx := testkit.Context(t, time.Minute)
+			testkit.NoErrors(t, onEveryRank(w, func(rank int, c *comm.Comm) error {
+				r, err := ddp.New[float32](ctx, c, shapes, opts)
+				if err != nil {
+					return err
+				}
+				if n := len(r.Buckets()); n < 20 {
+					return fmt.Errorf("%d buckets, want a few dozen", n)
+				}
+				rng := rand.New(rand.NewPCG(uint64(rank), 14))
+				for step := range 2 {
+					perm := rng.Perm(r.Len())
+					const goroutines = 8
+					errs := make([]error, goroutines)
+					var wg sync.WaitGroup
+					for gr := range goroutines {
+						wg.Go(func() {
+							for k := gr; k < len(perm); k += goroutines {
+								fill(r, rank, step, perm[k], false)
+								if errs[gr] = r.Ready(ctx, perm[k]); errs[gr] != nil {
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					if err := errors.Join(errs...); err != nil {
+						return err
+					}
+					if err := r.Wait(ctx); err != nil {
+						return err
+					}
+					want, err := naiveAverage[float32](ctx, c, shapes, []int{step})
+					if err != nil {
+						return err
+					}
+					if err := checkGrads(r, want); err != nil {
+						return fmt.Errorf("step %d: %v", step, err)
+					}
+				}
+				return nil
+			}))
+		})
+	}
+}

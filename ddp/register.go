@@ -41,21 +41,30 @@ func dtypeName[T comm.Numeric]() string {
 	return reflect.TypeFor[T]().Kind().String()
 }
 
+// maxBytes bounds the gradients' memory: the user address space of
+// 64-bit Linux. More could never be allocated, and asking for it would
+// crash the process instead of returning an error.
+const maxBytes int64 = 1 << 47
+
 // numelOf is the element count of shape, or an error saying what is
-// wrong with it: a negative dimension, or a product too large to
-// allocate.
+// wrong with it: a negative dimension, or more elements than memory can
+// hold.
 func numelOf(shape []int, elemSize int) (int, error) {
-	n := 1
+	limit := maxBytes / int64(elemSize)
+	n := int64(1)
 	for _, d := range shape {
 		if d < 0 {
 			return 0, fmt.Errorf("dimension %d is negative", d)
 		}
-		if d != 0 && n > math.MaxInt/elemSize/d {
-			return 0, fmt.Errorf("%d elements or more do not fit in memory", n)
+		if d != 0 && n > limit/int64(d) {
+			return 0, fmt.Errorf("more elements than memory can hold")
 		}
-		n *= d
+		n *= int64(d)
 	}
-	return n, nil
+	if n > int64(math.MaxInt) {
+		return 0, fmt.Errorf("more elements than an int can count")
+	}
+	return int(n), nil
 }
 
 // validate checks one rank's registration on its own, so that every
@@ -69,16 +78,16 @@ func (g *registration) validate(elemSize int) error {
 	case g.FirstBucketCapBytes < 0:
 		return fmt.Errorf("Options.FirstBucketCapBytes is %d: pass 0 for the default or a positive size", g.FirstBucketCapBytes)
 	}
-	total := 0
+	limit := maxBytes / int64(elemSize)
+	total := int64(0)
 	for i, s := range g.Shapes {
 		n, err := numelOf(s, elemSize)
 		if err != nil {
 			return fmt.Errorf("gradient %d %v: %v", i, s, err)
 		}
-		if total > math.MaxInt/elemSize-n {
-			return fmt.Errorf("gradient %d %v: the gradients together do not fit in memory", i, s)
+		if total += int64(n); total > limit {
+			return fmt.Errorf("gradient %d %v: the gradients up to it have more elements than memory can hold", i, s)
 		}
-		total += n
 	}
 	return nil
 }
@@ -128,7 +137,7 @@ func agree(ctx context.Context, c *comm.Comm, reg *registration, elemSize int) e
 	sum := reg.digest()
 	all := make([]uint8, len(sum)*c.Size())
 	if err := comm.AllGather(ctx, c, sum[:], all); err != nil {
-		return fmt.Errorf("ddp: New: comparing the registered gradients across ranks: %w", err)
+		return fmt.Errorf("comm: ddp: New: comparing the registered gradients across ranks: %w", err)
 	}
 	same := true
 	for r := range c.Size() {

@@ -419,3 +419,21 @@ func TestTorchVarsCoverTheFamily(t *testing.T) {
 		t.Errorf("got %+v, %v; want %+v", got, err, want)
 	}
 }
+
+func TestJobIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		vars     []string
+		id, from string
+	}{
+		{nil, "", ""},
+		{[]string{"TORCHELASTIC_RUN_ID=none"}, "", ""},
+		{[]string{"TORCHELASTIC_RUN_ID=job7", "SLURM_JOB_ID=12"}, "job7", EnvRunID},
+		{[]string{"SLURM_JOB_ID=12", "SLURM_STEP_ID=3"}, "12.3", EnvSlurmJobID},
+		{[]string{"PMIX_NAMESPACE=prterun-h-1@1"}, "prterun-h-1@1", "PMIX_NAMESPACE"},
+	} {
+		id, from := Reader{Getenv: envOf(tc.vars...)}.JobIdentity()
+		if id != tc.id || from != tc.from {
+			t.Errorf("%v: JobIdentity() = %q, %q; want %q, %q", tc.vars, id, from, tc.id, tc.from)
+		}
+	}
+}

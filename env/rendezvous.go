@@ -214,3 +214,23 @@ func ParseInitMethod(s string) (Rendezvous, error) {
 	}
 	return Rendezvous{}, Errorf("%s=%q: want env://, tcp://host:port (rank 0 hosts the store) or file:///absolute/path (a file every rank can reach)", EnvInitMethod, s)
 }
+
+// JobIdentity returns the identity the launcher gave this job, alike on
+// every rank of it and different for another job, and the variable it came
+// from: torchrun's and commrun's TORCHELASTIC_RUN_ID (unless "none",
+// torchrun's default), the MPI job's PMIx namespace or PMI job id, or
+// SLURM's job and step. It is "" when the launcher gave none, as for ranks
+// started by hand: comm.Init then tells two jobs sharing one meeting place
+// apart only by their world sizes and by two processes claiming one rank.
+func (e Reader) JobIdentity() (id, from string) {
+	if v := e.Get(EnvRunID); v != "" && v != "none" {
+		return v, EnvRunID
+	}
+	if name, v := e.first("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID", EnvSlurmJobID); v != "" {
+		if name == EnvSlurmJobID {
+			v += "." + e.slurmStep()
+		}
+		return v, name
+	}
+	return "", ""
+}

@@ -40,10 +40,13 @@ const (
 	EnvSlurmStepNodes = "SLURM_STEP_NODELIST"
 
 	// gocomm's own knobs (see the table on Environment).
-	EnvBackend    = "GOCOMM_BACKEND"
-	EnvTimeout    = "GOCOMM_TIMEOUT"
-	EnvAlgoPrefix = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
-	EnvSecret     = "GOCOMM_SECRET"
+	EnvBackend = "GOCOMM_BACKEND"
+	EnvTimeout = "GOCOMM_TIMEOUT"
+	// EnvInitTimeout bounds Init alone (the rendezvous and the
+	// connections), when it differs from the operations' GOCOMM_TIMEOUT.
+	EnvInitTimeout = "GOCOMM_INIT_TIMEOUT"
+	EnvAlgoPrefix  = "GOCOMM_ALGO_" // + ALLREDUCE, BROADCAST, ...
+	EnvSecret      = "GOCOMM_SECRET"
 	// EnvStoreAuth: 0 lets torch ranks share a store rank 0 hosts
 	// although GOCOMM_SECRET is set (they cannot authenticate).
 	EnvStoreAuth  = "GOCOMM_STORE_AUTH"
@@ -61,7 +64,11 @@ const (
 	// EnvSettle is how long Init keeps a rank busy once set up (a
 	// duration, or 0), so that its first operations run after the Go
 	// runtime's monitor has slowed down; the default is the backend's.
-	EnvSettle     = "GOCOMM_SETTLE"
+	EnvSettle = "GOCOMM_SETTLE"
+	// EnvJoin=1 makes comm.Init join a running world as a newcomer
+	// (comm.Join) instead of starting one: commrun --elastic sets it for
+	// the processes it starts to replace failed ranks.
+	EnvJoin       = "GOCOMM_JOIN"
 	EnvInitMethod = "GOCOMM_INIT_METHOD"
 	EnvDebug      = "GOCOMM_DEBUG"
 	EnvProfile    = "GOCOMM_PROFILE"

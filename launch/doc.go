@@ -16,6 +16,12 @@
 // NodeRank*NProcs + local rank (with NProcsPerNode, the ranks of the hosts
 // before it + local rank).
 //
+// With Config.Elastic (commrun --elastic MIN:MAX), a failed rank does not
+// stop the job: its process is started again, up to MaxRestarts times, with
+// GOCOMM_JOIN=1, which makes comm.Init join the running world (comm.Join)
+// when the survivors, having shrunk past the failure, call Comm.Grow; once no
+// restart is left the job runs on while at least MIN ranks remain.
+//
 // Spawn makes a program its own launcher, like torch.multiprocessing.spawn:
 //
 //	func main() {

@@ -50,6 +50,17 @@ func helper(role string) int {
 		time.Sleep(500 * time.Millisecond)
 		fmt.Println("survived")
 		return 0
+	case "fail-unless-joined": // rank 1 fails, its restart succeeds
+		if os.Getenv("GOCOMM_JOIN") == "1" {
+			fmt.Println("restarted as a newcomer, restart", os.Getenv("TORCHELASTIC_RESTART_COUNT"))
+			return 0
+		}
+		if rank == "1" {
+			return 3
+		}
+		time.Sleep(500 * time.Millisecond)
+		fmt.Println("survived")
+		return 0
 	case "sleep": // stopped by SIGTERM (Go's default action)
 		fmt.Println("sleeping")
 		time.Sleep(time.Minute)
@@ -258,6 +269,56 @@ func TestRunKeepGoing(t *testing.T) {
 	}
 	if !strings.Contains(je.Error(), "left to run on (-keep-going)") {
 		t.Errorf("summary: %s", je.Error())
+	}
+}
+
+// Elastic: a failed rank is started again as a newcomer (GOCOMM_JOIN=1),
+// and the job succeeds.
+func TestRunElasticRestarts(t *testing.T) {
+	var out testkit.LockedBuffer
+	cfg := helperConfig("fail-unless-joined", 3, &out)
+	cfg.Elastic = &Elastic{Min: 2, Max: 3, MaxRestarts: 1}
+	if je, _ := runJob(t, cfg); je != nil {
+		t.Fatalf("job error %v:\n%s", je, out.String())
+	}
+	for _, want := range []string{"commrun: rank 1 failed (exit status 3); restarting it (1 of 1 restarts)",
+		"[1] restarted as a newcomer, restart 1", "[0] survived", "[2] survived"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Elastic: once no restart is left, the job runs on while MIN ranks
+// remain, and fails when fewer do.
+func TestRunElasticMin(t *testing.T) {
+	var out testkit.LockedBuffer
+	cfg := helperConfig("survive", 3, &out)
+	cfg.Elastic = &Elastic{Min: 2, Max: 3}
+	if je, _ := runJob(t, cfg); je != nil {
+		t.Fatalf("2 of MIN 2 ranks left: job error %v:\n%s", je, out.String())
+	}
+	if want := "rank 1 failed (exit status 3) and no restart is left; 2 ranks run on (at least 2 needed)"; !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+
+	out = testkit.LockedBuffer{}
+	cfg = helperConfig("survive", 3, &out)
+	cfg.Elastic = &Elastic{Min: 3, Max: 3, MaxRestarts: 1}
+	je, _ := runJob(t, cfg)
+	if je == nil || je.First == nil || je.First.Rank != 1 || je.ExitCode() != 3 {
+		t.Fatalf("2 of MIN 3 ranks left: job error %v:\n%s", je, out.String())
+	}
+	if !strings.Contains(out.String(), "restarting it (1 of 1 restarts)") {
+		t.Errorf("rank 1 was not restarted once first:\n%s", out.String())
+	}
+
+	for _, el := range []Elastic{{Min: 0, Max: 3}, {Min: 4, Max: 4}, {Min: 1, Max: 2}, {Min: 1, Max: 3, MaxRestarts: -1}} {
+		cfg := helperConfig("survive", 3, &out)
+		cfg.Elastic = &el
+		if err := Run(context.Background(), cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("Elastic %+v with 3 ranks: %v, want ErrConfig", el, err)
+		}
 	}
 }
 
@@ -491,5 +552,36 @@ func TestRankEnvBind(t *testing.T) {
 				t.Errorf("GOCOMM_BIND values %q, want exactly %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRankEnvRunID: every local rank gets one TORCHELASTIC_RUN_ID, the
+// caller's when it set one, else (on one host) the launcher's, and none
+// on several hosts without the caller's (each host's commrun would make
+// up a different one).
+func TestRankEnvRunID(t *testing.T) {
+	runIDs := func(cfg Config) []string {
+		var ids []string
+		for l := range cfg.NProcs {
+			for _, kv := range cfg.rankEnv(l) {
+				if v, ok := strings.CutPrefix(kv, "TORCHELASTIC_RUN_ID="); ok {
+					ids = append(ids, v)
+				}
+			}
+		}
+		return ids
+	}
+	one := Config{NProcs: 3, NNodes: 1, MasterAddr: "127.0.0.1", MasterPort: 1234, Env: []string{"PATH=/bin"}}
+	if ids := runIDs(one); len(ids) != 3 || ids[0] == "" || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Errorf("one host: run ids %q, want one each, all equal", ids)
+	}
+	given := one
+	given.Env = []string{"TORCHELASTIC_RUN_ID=job7"}
+	if ids := runIDs(given); len(ids) != 3 || ids[0] != "job7" || ids[2] != "job7" {
+		t.Errorf("caller's run id: %q, want job7 each", ids)
+	}
+	hosts := Config{NProcs: 2, NNodes: 2, MasterAddr: "h0", MasterPort: 1234, Env: []string{"PATH=/bin"}}
+	if ids := runIDs(hosts); len(ids) != 0 {
+		t.Errorf("several hosts: run ids %q, want none", ids)
 	}
 }

@@ -23,7 +23,8 @@ const Usage = `usage: commrun -n N[,N...] [--nnodes M --node-rank R --master-add
 Starts N ranks of program on this host with the gocomm/torchrun environment
 (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE,
 MASTER_ADDR, MASTER_PORT), prefixes their output with "[rank] ", forwards
-SIGINT and SIGTERM, and stops every rank as soon as one fails. On several
+SIGINT and SIGTERM, and stops every rank as soon as one fails (with
+--elastic MIN:MAX, restarts it instead, to join the running world). On several
 hosts run it once per host with the same --nnodes, --master-addr and
 --master-port and that host's --node-rank; hosts with different numbers of
 ranks all take the same list, -n 2,1,2. Exit status: 0 when every rank
@@ -54,6 +55,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 	fs.IntVar(&cfg.TailLines, "tail", DefaultTailLines, "lines of a failed rank's output to repeat in the summary")
 	fs.StringVar(&cfg.Bind, "bind-to", "", "CPUs of each rank (GOCOMM_BIND): auto (default, unless GOCOMM_BIND is set: local rank r of n gets block r of n equal blocks of the CPUs; none when ranks outnumber CPUs), none, or a CPU list such as 0-3")
 	fs.BoolVar(&cfg.KeepGoing, "keep-going", false, "when a rank fails, let the others run on (for programs that recover with Comm.Shrink); the job still fails, naming the first failed rank")
+	var elastic string
+	maxRestarts := fs.Int("max-restarts", 3, "with --elastic: how many failed processes this host restarts")
+	fs.StringVar(&elastic, "elastic", "", "MIN:MAX: keep the job going through rank failures: restart a failed rank's process (up to --max-restarts), which joins the running world (GOCOMM_JOIN=1: comm.Init joins when the survivors call Comm.Grow); fail only when fewer than MIN ranks remain")
 	var profiling bool
 	var traceDir string
 	fs.BoolVar(&profiling, "profile", false, "switch the comms logger on in every rank (GOCOMM_PROFILE=1); ranks print its summary with Profiler.LogSummary")
@@ -83,6 +87,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, signals 
 		cfg.Program, cfg.Args = rest[0], rest[1:]
 	}
 	cfg.Stdout, cfg.Stderr, cfg.Signals = stdout, stderr, signals
+	if elastic != "" {
+		lo, hi, ok := strings.Cut(elastic, ":")
+		minR, err1 := strconv.Atoi(lo)
+		maxR, err2 := strconv.Atoi(hi)
+		if !ok || err1 != nil || err2 != nil {
+			fmt.Fprintf(stderr, "commrun: --elastic %q: want MIN:MAX, such as 2:4\n", elastic)
+			return 2
+		}
+		cfg.Elastic = &Elastic{Min: minR, Max: maxR, MaxRestarts: *maxRestarts}
+	}
 	if profiling || traceDir != "" {
 		cfg.Env = append(os.Environ(), profile.EnvProfile+"=1")
 		if traceDir != "" {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,14 @@ type Config struct {
 	TailLines int
 	// Name prefixes the launcher's own messages (default "commrun").
 	Name string
+	// Elastic, when set, keeps the job going through rank failures
+	// (commrun --elastic MIN:MAX, --max-restarts): a failed rank's process
+	// is started again, up to MaxRestarts times for the host, with
+	// GOCOMM_JOIN=1, so that comm.Init makes it join the running world
+	// when the survivors call Comm.Grow (after Comm.Shrink); once no
+	// restart is left, the job runs on while at least Min of this host's
+	// ranks remain, and fails when fewer do.
+	Elastic *Elastic
 	// KeepGoing lets the other ranks run on when one fails (commrun
 	// -keep-going), for programs whose survivors recover (Comm.Shrink):
 	// Run waits for every rank and still returns a *JobError naming the
@@ -118,6 +127,10 @@ func (cfg Config) withDefaults() (Config, error) {
 		return bad("node rank %d (--node-rank) out of range for %d nodes: want 0..%d", cfg.NodeRank, cfg.NNodes, cfg.NNodes-1)
 	case cfg.Program == "":
 		return bad("no program to run: give it after the flags, e.g. commrun -n 4 -- ./train")
+	case cfg.Elastic != nil && (cfg.Elastic.Min < 1 || cfg.Elastic.Min > cfg.NProcs || cfg.NProcs > cfg.Elastic.Max):
+		return bad("--elastic %d:%d with %d ranks on this host: want 1 <= MIN <= ranks <= MAX", cfg.Elastic.Min, cfg.Elastic.Max, cfg.NProcs)
+	case cfg.Elastic != nil && cfg.Elastic.MaxRestarts < 0:
+		return bad("--max-restarts %d: want >= 0", cfg.Elastic.MaxRestarts)
 	case cfg.MasterPort < 0 || cfg.MasterPort > 65535:
 		return bad("master port %d (--master-port) is not a TCP port", cfg.MasterPort)
 	case cfg.MasterAddr == "" && cfg.NNodes > 1:
@@ -196,6 +209,14 @@ func (cfg *Config) rankEnv(l int) []string {
 	}
 	vars = append(vars, env.EnvBind+"="+bind)
 	itoa := strconv.Itoa
+	// The job's identity, as torchrun's run id: comm.Init's join check
+	// tells two jobs sharing one MASTER_ADDR:MASTER_PORT apart by it. The
+	// caller's TORCHELASTIC_RUN_ID, else, on one host, this launcher's.
+	if run := envLookup(cfg.Env)(env.EnvRunID); run != "" {
+		vars = append(vars, env.EnvRunID+"="+run)
+	} else if cfg.NNodes <= 1 {
+		vars = append(vars, env.EnvRunID+"=commrun-"+itoa(os.Getpid())+"-"+itoa(cfg.MasterPort))
+	}
 	first, world := cfg.firstRank(), cfg.worldSize()
 	return append(vars,
 		env.EnvRank+"="+itoa(first+l),
@@ -271,6 +292,15 @@ func (r *RankExit) Status() string {
 		return r.Err.Error()
 	}
 	return "exit status " + strconv.Itoa(r.Code)
+}
+
+// Elastic is an elastic job's bounds (see Config.Elastic).
+type Elastic struct {
+	// Min is the fewest of this host's ranks the job runs on; Max the most
+	// (NProcs must not exceed it).
+	Min, Max int
+	// MaxRestarts bounds how many failed processes this host restarts.
+	MaxRestarts int
 }
 
 // JobError is the error of a job that did not end with every rank exiting
@@ -373,6 +403,7 @@ func (e *JobError) ExitCode() int {
 
 // rankProc is one running rank.
 type rankProc struct {
+	local    int // local rank (the slot a restart reuses)
 	exit     RankExit
 	cmd      *exec.Cmd
 	tail     *tail
@@ -396,17 +427,18 @@ func Run(ctx context.Context, cfg Config) error {
 
 	start := time.Now()
 	procs := make([]*rankProc, cfg.NProcs)
-	exits := make(chan int, cfg.NProcs)
+	exits := make(chan *rankProc, cfg.NProcs)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for l := range procs {
+	// launch starts local rank l (again, as a newcomer, when extra says
+	// so) and reports its exit on exits.
+	launch := func(l int, extra ...string) *rankProc {
 		rank := cfg.firstRank() + l
-		p := &rankProc{exit: RankExit{Rank: rank, Code: -1}, tail: &tail{n: max(cfg.TailLines, 0)}}
-		procs[l] = p
+		p := &rankProc{local: l, exit: RankExit{Rank: rank, Code: -1}, tail: &tail{n: max(cfg.TailLines, 0)}}
 		outW := newLineWriter(rank, stdout, p.tail)
 		errW := newLineWriter(rank, stderr, p.tail)
 		cmd := exec.Command(cfg.Program, cfg.Args...)
-		cmd.Env = cfg.rankEnv(l)
+		cmd.Env = append(cfg.rankEnv(l), extra...)
 		cmd.Dir = cfg.Dir
 		cmd.Stdout, cmd.Stderr = outW, errW
 		cmd.WaitDelay = cfg.KillGrace
@@ -414,8 +446,8 @@ func Run(ctx context.Context, cfg Config) error {
 		p.cmd = cmd
 		if err := cmd.Start(); err != nil {
 			p.exit.Err = err
-			exits <- l
-			continue
+			exits <- p
+			return p
 		}
 		p.running = true
 		p.exit.PID = cmd.Process.Pid
@@ -439,8 +471,12 @@ func Run(ctx context.Context, cfg Config) error {
 					p.exit.Err = err // such as exec.ErrWaitDelay
 				}
 			}
-			exits <- l
+			exits <- p
 		})
+		return p
+	}
+	for l := range procs {
+		procs[l] = launch(l)
 	}
 
 	je := &JobError{Name: cfg.Name}
@@ -470,20 +506,40 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	done := ctx.Done()
+	restarts, lost := 0, 0
+	var forgiven []RankExit // failed processes elastic mode restarted or ran on without
 	for left := cfg.NProcs; left > 0; {
 		select {
-		case l := <-exits:
+		case p := <-exits:
 			left--
-			p := procs[l]
 			p.running = false
 			p.exit.Stopped = p.signaled && p.exit.Signal != nil
-			if p.exit.Failed() && !stopping && je.First == nil {
-				je.First = &p.exit
-				if cfg.KeepGoing {
-					je.KeptGoing = true
-				} else {
-					stop(terminate)
+			if !p.exit.Failed() || stopping || je.First != nil {
+				break
+			}
+			if el := cfg.Elastic; el != nil {
+				if restarts < el.MaxRestarts {
+					// The replacement joins the running world
+					// (comm.Init under GOCOMM_JOIN=1 is comm.Join).
+					restarts++
+					forgiven = append(forgiven, p.exit)
+					stderr.writeLine(fmt.Appendf(nil, "%s: rank %d failed (%s); restarting it (%d of %d restarts); it joins the running world\n", cfg.Name, p.exit.Rank, p.exit.Status(), restarts, el.MaxRestarts))
+					procs[p.local] = launch(p.local, env.EnvJoin+"=1", env.EnvRestartCount+"="+strconv.Itoa(restarts))
+					left++
+					break
 				}
+				lost++
+				if cfg.NProcs-lost >= el.Min {
+					stderr.writeLine(fmt.Appendf(nil, "%s: rank %d failed (%s) and no restart is left; %d ranks run on (at least %d needed)\n", cfg.Name, p.exit.Rank, p.exit.Status(), cfg.NProcs-lost, el.Min))
+					forgiven = append(forgiven, p.exit)
+					break
+				}
+			}
+			je.First = &p.exit
+			if cfg.KeepGoing {
+				je.KeptGoing = true
+			} else {
+				stop(terminate)
 			}
 		case sig := <-cfg.Signals:
 			if je.Signal == nil && !stopping && je.First == nil {
@@ -510,7 +566,9 @@ func Run(ctx context.Context, cfg Config) error {
 	failed := false
 	for _, p := range procs {
 		je.Ranks = append(je.Ranks, p.exit)
-		failed = failed || p.exit.Failed()
+		// A rank elastic mode gave up on (no restart left, enough
+		// ranks running on) does not fail the job.
+		failed = failed || p.exit.Failed() && !slices.ContainsFunc(forgiven, func(r RankExit) bool { return r.PID == p.exit.PID })
 	}
 	if je.First != nil {
 		je.First = &je.Ranks[je.First.Rank-cfg.firstRank()]
