@@ -22,7 +22,7 @@ var layers = []struct {
 	{"vocabulary", []string{"core"}},
 	{"pure parts", []string{"algo", "internal/kernel", "internal/onebitkernel", "rendezvous", "profile", "env",
 		"internal/netns", "internal/testkit", "internal/clock", "internal/cpubind", "internal/turn", "internal/release",
-		"internal/commhook", "internal/gobwire"}},
+		"internal/commhook", "internal/gobwire", "internal/models"}},
 	{"operation state", []string{"internal/bufpool", "internal/opctx"}},
 	{"byte movement", []string{"internal/transport"}},
 	{"shared-memory collectives", []string{"internal/shmcoll"}},

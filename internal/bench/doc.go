@@ -33,10 +33,20 @@
 //     coll_tuned_<op>_algorithm (the list from ompi_info, else Open MPI
 //     4.1's), as Runners with BestOf set, and keep per case the fastest
 //     variant, naming it (Result.Algo).
+//   - Data-parallel steps: commbench ddp (DDPMain) times one training
+//     step's gradient averaging for the gradient lists of package
+//     internal/models (ResNet-50, BERT-base, 1,000 small tensors): per
+//     tensor, through ddp.Reducer, as one flat all-reduce (RunDDP, on a
+//     *comm.Comm), and torch's DistributedDataParallel on gloo through
+//     peers/ddp_bench.py (its step with DDP minus the same step under
+//     no_sync); DDPCompare interleaves the series run after run and
+//     AggregateDDP and WriteDDPReport print the medians, the same-run
+//     ratios and the targets. Its overlap mode simulates the
+//     backward per layer and reports the communication left exposed.
 //
-// Main and CompareMain are the command lines of cmd/commbench. Without a
-// launcher, commbench starts its ranks with launch.Spawn; under commrun,
-// torchrun or mpirun it joins their world through comm.Init.
+// Main, CompareMain and DDPMain are the command lines of cmd/commbench.
+// Without a launcher, commbench starts its ranks with launch.Spawn; under
+// commrun, torchrun or mpirun it joins their world through comm.Init.
 //
 // Benchmarks are never timed tests: the tests of this package check
 // formulas, formats and correctness, not speed.

@@ -26,6 +26,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return CompareMain(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "ddp" {
+		return DDPMain(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := ParseArgs(args, stderr)
 	if errors.Is(err, ErrHelp) {
 		return 0
