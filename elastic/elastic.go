@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gocomm/comm"
 )
@@ -135,6 +136,13 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 		}
 		return nil
 	}
+	// The worlds Run replaces are closed in the background: an aborted
+	// world's Close waits up to its close timeout for peers to hang up,
+	// time the new world can train in. Run waits for them before it
+	// returns.
+	var closing sync.WaitGroup
+	defer closing.Wait()
+	retire := func(old *comm.Comm) { closing.Go(func() { old.Close() }) }
 	if err := st.Sync(ctx, c); err != nil {
 		return c, err
 	}
@@ -148,11 +156,13 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 			if n%every != every-1 {
 				continue
 			}
-			waiting, err := c.Joiners(ctx)
+			// err, not a new one: a failure here is handled below.
+			var waiting int
+			waiting, err = c.Joiners(ctx)
 			if err == nil && waiting > 0 && (opts.MaxSize == 0 || c.Size() < opts.MaxSize) {
 				var nc *comm.Comm
 				if nc, err = c.Grow(ctx); err == nil {
-					c.Close()
+					retire(c)
 					c = nc
 					if err = st.Sync(ctx, c); err == nil {
 						err = change(c)
@@ -163,25 +173,26 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 				continue
 			}
 		}
-		// A failure: a lost rank is survivable, anything else is not.
-		if !survivable(err) {
-			return c, err
-		}
-		st.Restore()
-		nc, serr := c.Shrink(ctx)
-		if serr != nil {
-			return c, fmt.Errorf("elastic: shrinking after %w: %w", err, serr)
-		}
-		c.Close()
-		c = nc
-		if c.Size() < minSize {
-			return c, fmt.Errorf("elastic: %d ranks left after a failure, fewer than MinSize %d: %w", c.Size(), minSize, err)
-		}
-		if err := st.Sync(ctx, c); err != nil {
-			return c, err
-		}
-		if err := change(c); err != nil {
-			return c, err
+		// A failure: a lost rank is survivable, anything else is not. A
+		// rank lost while the survivors sync or rebuild is survived the
+		// same way: shrink again.
+		for err != nil {
+			if !survivable(err) {
+				return c, err
+			}
+			st.Restore()
+			nc, serr := c.Shrink(ctx)
+			if serr != nil {
+				return c, fmt.Errorf("elastic: shrinking after %w: %w", err, serr)
+			}
+			retire(c)
+			c = nc
+			if c.Size() < minSize {
+				return c, fmt.Errorf("elastic: %d ranks left after a failure, fewer than MinSize %d: %w", c.Size(), minSize, err)
+			}
+			if err = st.Sync(ctx, c); err == nil {
+				err = change(c)
+			}
 		}
 	}
 }

@@ -44,6 +44,13 @@ type config struct {
 	// shrink survives the loss of ranks: the others shrink the world past
 	// them (comm.Comm.Shrink) and go on (run under commrun -keep-going).
 	shrink bool
+	// elastic trains under elastic.Run (see trainElastic): through the
+	// loss of ranks and back up as replacements join (commrun --elastic).
+	// joinWait is how long a world smaller than the job's waits for
+	// replacements at the end; logSteps prints a line per step.
+	elastic  bool
+	joinWait time.Duration
+	logSteps bool
 	// reducer reduces the gradients through a ddp.Reducer, layer by layer
 	// as backward produces them, in buckets of at most bucketKB KiB;
 	// overlap lets a bucket start before backward has finished. Without
@@ -56,7 +63,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{procs: 4, epochs: 3, batch: 32, hidden: 512, layers: 2, samples: 8192, seed: 1, timeout: 2 * time.Minute,
-		optim: optimSGD, freezeStep: 40, profile: true, reducer: true, overlap: true, bucketKB: 256}
+		optim: optimSGD, freezeStep: 40, profile: true, reducer: true, overlap: true, bucketKB: 256, joinWait: 5 * time.Second}
 }
 
 // buckets are the Reducer's bucket caps: bucketKB, and DDP's 1 MiB first
@@ -78,6 +85,10 @@ func (cfg *config) check() error {
 		return fmt.Errorf("-zero %d reduces through its own Reducer: drop -reducer=false", cfg.zero)
 	case cfg.zero > 0 && cfg.shrink:
 		return fmt.Errorf("-shrink recovers -optim sgd only, not ZeRO")
+	case cfg.elastic && cfg.shrink:
+		return fmt.Errorf("-elastic and -shrink are two ways of surviving a lost rank: give one")
+	case cfg.elastic && (cfg.optim != optimSGD || cfg.zero > 0):
+		return fmt.Errorf("-elastic recovers -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
 	case cfg.bucketKB <= 0:
 		return fmt.Errorf("-bucket-kb %d: use a positive size", cfg.bucketKB)
 	}
@@ -174,6 +185,16 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
+	if cfg.elastic {
+		_, end, err := trainElastic(ctx, c, cfg, stdout)
+		defer end.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "rank %d: %v\n", end.Rank(), err)
+			end.Abort(err)
+			return 1
+		}
+		return 0
+	}
 	if _, err := train(ctx, c, cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "rank %d: %v\n", c.Rank(), err)
 		c.Abort(err) // the others must not wait for this rank
@@ -564,6 +585,13 @@ const zeroLogName = "zero grads+params"
 // through a ddp.Reducer (or ZeRO's) unless cfg.reducer is off or the
 // optimizer reduces by itself (1-bit Adam), else over one flat gradient.
 func newStepper(ctx context.Context, c *comm.Comm, cfg config, m *model) (stepper, error) {
+	return newStepperOver(ctx, c, cfg, m, make([]float32, len(m.params)))
+}
+
+// newStepperOver is newStepper with SGD's momentum in velocity (laid out
+// as the parameters), which -elastic keeps across the steppers it builds
+// for each new world.
+func newStepperOver(ctx context.Context, c *comm.Comm, cfg config, m *model, velocity []float32) (stepper, error) {
 	lr := cfg.lr
 	if lr == 0 && cfg.optim == optimSGD {
 		lr = 0.05
@@ -585,7 +613,7 @@ func newStepper(ctx context.Context, c *comm.Comm, cfg config, m *model) (steppe
 	var update func(grads [][]float32) error // over averaged gradient tensors
 	switch cfg.optim {
 	case optimSGD:
-		s := &sgd{c: c, lr: float32(lr), params: m.params, velocity: make([]float32, len(m.params)), g: newFlatGrads(m)}
+		s := &sgd{c: c, lr: float32(lr), params: m.params, velocity: velocity, g: newFlatGrads(m)}
 		if !cfg.reducer {
 			return s, nil
 		}
