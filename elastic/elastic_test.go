@@ -99,6 +99,15 @@ func TestRunThroughLossAndGrowth(t *testing.T) {
 			}
 			if st.Step == 20 {
 				once.Do(func() { close(newcomers) })
+				// Hold the world here until both newcomers wait in
+				// Join, so that it grows before it finishes.
+				for {
+					n, err := store.Add(ctx, "gocomm/grow/tickets", 0)
+					if err != nil || n == 2 {
+						return err
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			}
 			return nil
 		}
