@@ -48,8 +48,12 @@ type Options struct {
 	// InitMethod is the meeting place as torch's init_method names it
 	// (GOCOMM_INIT_METHOD): "env://" (the default: MASTER_ADDR and
 	// MASTER_PORT, or the launcher's), "tcp://host:port" (rank 0 hosts
-	// the store there) or "file:///absolute/path" (a file every rank can
-	// reach). MasterAddr/MasterPort and Store take precedence over it.
+	// the store there), "file:///absolute/path" (a file every rank can
+	// reach) or "etcd://host:port[,host:port...]/job-prefix[?ttl=10s]"
+	// (an etcd cluster keeps the store under a prefix naming the job, and
+	// no rank hosts it: any rank, rank 0 included, may be lost and the
+	// survivors Shrink). MasterAddr/MasterPort and Store take precedence
+	// over it.
 	InitMethod string
 	// Store replaces the TCP store (a FileStore on a shared file system, a
 	// MemStore for worlds inside one process, or any rendezvous.Store).
@@ -234,7 +238,8 @@ type Comm struct {
 //     opts.MasterAddr/MasterPort, else opts.InitMethod, else the
 //     launcher's (MASTER_ADDR and MASTER_PORT, torchrun's agent store, a
 //     file named by the MPI job), else GOCOMM_INIT_METHOD. Rank 0 hosts a
-//     TCP store there unless the store already exists.
+//     TCP store there unless the store already exists (torchrun's agent,
+//     a file, or an etcd cluster, of which every rank is a client).
 //
 // A missing or malformed variable is an error wrapping ErrEnvironment that
 // names it and says what to set. With GOCOMM_JOIN=1 (set by commrun
@@ -359,7 +364,11 @@ func Init(ctx context.Context, opts Options) (*Comm, error) {
 		Transport: cfg.transport,
 	}
 	bcfg.Transport.Interface = cfg.socketIfname
-	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(cfg.rdzv.Addr)
+	storeAddr := cfg.rdzv.Addr
+	if len(cfg.rdzv.Endpoints) > 0 {
+		storeAddr = cfg.rdzv.Endpoints[0] // etcd: the route to it finds this rank's address
+	}
+	bcfg.Transport.MasterHost, _, _ = net.SplitHostPort(storeAddr)
 	local := cfg.storeLocal
 	if la, ok := store.(interface{ LocalAddr() net.Addr }); ok && local == nil {
 		local = la.LocalAddr()

@@ -39,6 +39,7 @@ const (
 	RendezvousAgent = env.RendezvousAgent // torchrun's agent hosts the store; every rank is a client
 	RendezvousFile  = env.RendezvousFile  // a file store at Path
 	RendezvousMPI   = env.RendezvousMPI   // MPI broadcasts rank 0's address (a -tags mpi build)
+	RendezvousEtcd  = env.RendezvousEtcd  // an etcd cluster keeps the store; no rank hosts it
 )
 
 // Rendezvous is where the ranks of a world meet (env.Rendezvous).

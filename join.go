@@ -85,6 +85,7 @@ type joiner struct {
 	enc   []byte
 	where string // the meeting place, for messages
 	file  bool   // the meeting place is a store file, which outlives its job
+	etcd  bool   // the meeting place is an etcd prefix, whose keys outlive a crashed job by the lease TTL
 }
 
 // verdictError is a join that failed on a verdict, the same on every
@@ -116,13 +117,17 @@ func newJoiner(store rendezvous.Store, cfg *config) *joiner {
 	rec := joinRecord{Rank: cfg.rank, Size: cfg.size, Job: cfg.job, JobFrom: cfg.jobFrom,
 		Host: host, PID: os.Getpid(), Start: time.Now().UnixNano()}
 	enc, _ := json.Marshal(rec) // plain fields: cannot fail
-	return &joiner{store: store, rec: rec, enc: enc, where: cfg.meetingPlace(), file: cfg.rdzv.Kind == env.RendezvousFile}
+	return &joiner{store: store, rec: rec, enc: enc, where: cfg.meetingPlace(),
+		file: cfg.rdzv.Kind == env.RendezvousFile, etcd: cfg.rdzv.Kind == env.RendezvousEtcd}
 }
 
 // meetingPlace names where the ranks meet, for messages.
 func (cfg *config) meetingPlace() string {
 	if cfg.rdzv.Addr+cfg.rdzv.Path == "" {
 		return "store given in Options.Store"
+	}
+	if cfg.rdzv.Kind == env.RendezvousEtcd {
+		return fmt.Sprintf("etcd store at %s, prefix %s", cfg.rdzv.Addr, cfg.rdzv.Prefix)
 	}
 	return fmt.Sprintf("%v store at %s", cfg.rdzv.Kind, cfg.rdzv.Addr+cfg.rdzv.Path)
 }
@@ -367,6 +372,9 @@ func (j *joiner) duplicate(other []byte) string {
 	cause := fmt.Sprintf("two jobs share MASTER_ADDR:MASTER_PORT (the %s): give each job its own port; or two processes were given RANK=%d", j.where, j.rec.Rank)
 	if j.file {
 		cause = fmt.Sprintf("the store file is left from an earlier run, or two jobs share it (the %s): remove it or give each job its own; or two processes were given RANK=%d", j.where, j.rec.Rank)
+	}
+	if j.etcd {
+		cause = fmt.Sprintf("two jobs share the etcd prefix (the %s), or an earlier run under it crashed less than the lease TTL ago: give each job its own prefix; or two processes were given RANK=%d", j.where, j.rec.Rank)
 	}
 	return fmt.Sprintf("two processes registered as rank %d: %s and pid %d on %s (WORLD_SIZE=%d). Likely cause: %s (not the network)",
 		j.rec.Rank, who, j.rec.PID, j.rec.Host, j.rec.Size, cause)

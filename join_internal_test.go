@@ -57,3 +57,15 @@ func TestDescribeDisagreement(t *testing.T) {
 		}
 	}
 }
+
+// A rank registered twice under an etcd prefix points at the prefix.
+func TestDuplicateVerdictEtcd(t *testing.T) {
+	cfg := &config{rank: 1, size: 2, rdzv: Rendezvous{Kind: RendezvousEtcd, Addr: "e1:2379", Prefix: "/jobs/7"}}
+	j := newJoiner(nil, cfg)
+	got := j.duplicate([]byte(`{"rank":1,"size":2,"host":"h","pid":7}`))
+	for _, want := range []string{"two processes registered as rank 1", "etcd prefix", "etcd store at e1:2379, prefix /jobs/7", "own prefix"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("verdict %q does not say %q", got, want)
+		}
+	}
+}

@@ -35,6 +35,9 @@ func child(role string) error {
 	if run, ok := multihostRoles[role]; ok {
 		return run(ctx)
 	}
+	if run, ok := etcdRoles[role]; ok {
+		return run(ctx)
+	}
 	if role == "example-split" {
 		return splitRank(ctx)
 	}

@@ -147,7 +147,7 @@ func resolveRendezvous(e env.Reader, cfg *config, opts Options) error {
 	}
 	if opts.MasterAddr != "" || opts.MasterPort != 0 {
 		host, port := opts.MasterAddr, opts.MasterPort
-		if h, p, err := net.SplitHostPort(cfg.rdzv.Addr); err == nil && cfg.rdzv.Kind != RendezvousFile {
+		if h, p, err := net.SplitHostPort(cfg.rdzv.Addr); err == nil && cfg.rdzv.Kind != RendezvousFile && cfg.rdzv.Kind != RendezvousEtcd {
 			if host == "" {
 				host = h
 			}
@@ -214,7 +214,9 @@ func initMethodOption(s string) (Rendezvous, error) {
 	}
 	r, err := env.ParseInitMethod(s)
 	if err != nil {
-		return r, env.Errorf("Options.InitMethod = %q: want env://, tcp://host:port (rank 0 hosts the store) or file:///absolute/path (a file every rank can reach)", s)
+		// The same reason, named after the option instead of the variable.
+		why := strings.TrimPrefix(err.Error(), env.ErrEnvironment.Error()+": "+env.EnvInitMethod+"="+strconv.Quote(s)+": ")
+		return r, env.Errorf("Options.InitMethod = %q: %s", s, why)
 	}
 	r.From = "Options.InitMethod"
 	return r, nil
@@ -479,6 +481,29 @@ func (cfg *config) openStore(ctx context.Context) (rendezvous.Store, error) {
 				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 					return err
 				}
+			}
+			return nil
+		})
+	case RendezvousEtcd:
+		// Every rank is a client; the prefix is the etcd store's own.
+		var opts []rendezvous.EtcdOption
+		if r.LeaseTTL > 0 {
+			opts = append(opts, rendezvous.WithLeaseTTL(r.LeaseTTL))
+		}
+		es, err := rendezvous.NewEtcdStore(ctx, r.Endpoints, r.Prefix, opts...)
+		if err != nil {
+			return nil, fail(err)
+		}
+		st, r.Prefix = es, ""
+		size := int64(cfg.size)
+		closers = append(closers, func() error {
+			// The last rank to close removes the job's keys, so that a
+			// later job given the same prefix starts afresh (after a
+			// crash they expire with the job's lease instead).
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if n, err := es.Add(cctx, "gocomm/closed", 1); err == nil && n == size {
+				return es.RemoveAll(cctx)
 			}
 			return nil
 		})

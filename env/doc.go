@@ -32,7 +32,9 @@
 //
 // The meeting place of a world of several ranks, first match wins (after
 // comm.Options.Store and Options.MasterAddr/MasterPort, in comm.Init):
-// GOCOMM_INIT_METHOD (tcp://host:port or file:///path); MASTER_ADDR and
+// GOCOMM_INIT_METHOD (tcp://host:port, file:///path, or
+// etcd://host:port[,host:port...]/job-prefix: an etcd cluster that no rank
+// hosts, see ParseInitMethod); MASTER_ADDR and
 // MASTER_PORT (under torchrun with TORCHELASTIC_USE_AGENT_STORE=True every
 // rank, rank 0 included, joins the store torchrun's agent already hosts
 // there); for MPI launchers with every rank on one host, a file store in

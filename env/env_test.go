@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // envOf turns "K=V" pairs into a getenv.
@@ -436,4 +437,78 @@ func TestJobIdentity(t *testing.T) {
 			t.Errorf("%v: JobIdentity() = %q, %q; want %q, %q", tc.vars, id, from, tc.id, tc.from)
 		}
 	}
+}
+
+func TestParseInitMethodEtcd(t *testing.T) {
+	good := []struct {
+		in   string
+		want Rendezvous
+	}{
+		{"etcd://127.0.0.1:2379/gocomm/job-42", Rendezvous{Kind: RendezvousEtcd, Addr: "127.0.0.1:2379",
+			Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/gocomm/job-42", From: EnvInitMethod}},
+		{"etcd://e1:2379,e2:2379,[::1]:2380/jobs/7/?ttl=5s", Rendezvous{Kind: RendezvousEtcd, Addr: "e1:2379,e2:2379,[::1]:2380",
+			Endpoints: []string{"e1:2379", "e2:2379", "[::1]:2380"}, Prefix: "/jobs/7", LeaseTTL: 5 * time.Second, From: EnvInitMethod}},
+	}
+	for _, tc := range good {
+		got, err := ParseInitMethod(tc.in)
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ParseInitMethod(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	bad := []struct{ in, want string }{
+		{"etcd://", "no etcd endpoint"},
+		{"etcd:///job", "no etcd endpoint"},
+		{"etcd:host:2379/job", "no etcd endpoint"},
+		{"etcd://host/job", `endpoint "host" is not host:port`},
+		{"etcd://host:0/job", "no TCP port"},
+		{"etcd://host:99999/job", "no TCP port"},
+		{"etcd://:2379/job", "is not host:port"},
+		{"etcd://a:1,,b:2/job", `endpoint "" is not host:port`},
+		{"etcd://host:2379", "no key prefix"},
+		{"etcd://host:2379/", "no key prefix"},
+		{"etcd://host:2379///", "no key prefix"},
+		{"etcd://u:p@host:2379/job", "passwords are not supported"},
+		{"etcd://host:2379/job?ttl=0s", "ttl="},
+		{"etcd://host:2379/job?ttl=soon", "ttl="},
+		{"etcd://host:2379/job?ttl=1s&ttl=2s", "repeated parameter"},
+		{"etcd://host:2379/job?tls=1", `unknown or repeated parameter "tls"`},
+		{"etcd://host:2379/job#x", "fragment"},
+		{"etcd://host:2379/job?%zz", "unreadable"},
+		{"etcd://host:2379/%zz", "unreadable"},
+		{"etcd://[::1/job", "is not host:port"},
+		{"etcd://host:2379?ttl=1s", "no key prefix"},
+	}
+	for _, tc := range bad {
+		_, err := ParseInitMethod(tc.in)
+		if err == nil || !errors.Is(err, ErrEnvironment) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseInitMethod(%q) = %v; want an ErrEnvironment saying %q", tc.in, err, tc.want)
+		}
+	}
+	if RendezvousEtcd.String() != "etcd" {
+		t.Errorf("RendezvousEtcd.String() = %q", RendezvousEtcd.String())
+	}
+	// The launcher's world, met in etcd.
+	w, err := Read(envOf("RANK=1", "WORLD_SIZE=3", "GOCOMM_INIT_METHOD=etcd://10.0.0.5:2379/jobs/a"))
+	if err != nil || w.Rendezvous.Kind != RendezvousEtcd || w.Rendezvous.Prefix != "/jobs/a" {
+		t.Errorf("Read with an etcd init method: %+v, %v", w.Rendezvous, err)
+	}
+}
+
+// ParseInitMethod never panics, and what it accepts is usable.
+func FuzzParseInitMethod(f *testing.F) {
+	for _, s := range []string{"etcd://h:1/p", "etcd://a:1,b:2/p?ttl=3s", "tcp://h:1", "file:///x", "etcd://[::1]:2/p", "etcd://h:1/%zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseInitMethod(s)
+		if err != nil {
+			if !errors.Is(err, ErrEnvironment) {
+				t.Fatalf("%q: error not wrapping ErrEnvironment: %v", s, err)
+			}
+			return
+		}
+		if r.Kind == RendezvousEtcd && (len(r.Endpoints) == 0 || r.Prefix == "") {
+			t.Fatalf("%q: accepted without endpoints or prefix: %+v", s, r)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // RendezvousKind says how the ranks of a world meet.
@@ -30,6 +31,10 @@ const (
 	// a TCP store there. Read chooses it only when Reader.MPIBootstrap
 	// is set.
 	RendezvousMPI
+	// RendezvousEtcd: an etcd cluster at Endpoints keeps the store, under
+	// Prefix; every rank is a client and none hosts it, so the loss of
+	// any rank, rank 0 included, leaves it standing.
+	RendezvousEtcd
 )
 
 // String names the kind as messages and logs show it.
@@ -45,6 +50,8 @@ func (k RendezvousKind) String() string {
 		return "file"
 	case RendezvousMPI:
 		return "mpi-bootstrap"
+	case RendezvousEtcd:
+		return "etcd"
 	}
 	return "RendezvousKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -52,13 +59,20 @@ func (k RendezvousKind) String() string {
 // Rendezvous is where the ranks of a world meet.
 type Rendezvous struct {
 	Kind RendezvousKind
-	// Addr is the store's "host:port" (TCP kinds).
+	// Addr is the store's "host:port" (TCP kinds), or the etcd endpoints
+	// joined by commas (RendezvousEtcd).
 	Addr string
+	// Endpoints are the etcd servers' "host:port" (RendezvousEtcd).
+	Endpoints []string
+	// LeaseTTL is the etcd store's lease TTL (RendezvousEtcd; 0 for the
+	// store's default).
+	LeaseTTL time.Duration
 	// Path is the store file (RendezvousFile). comm.Init removes it when
 	// the last rank closes its world.
 	Path string
 	// Prefix namespaces this job's keys in a shared store ("" for none):
-	// under torchrun's agent store, one per restart attempt.
+	// under torchrun's agent store, one per restart attempt; in etcd, the
+	// key prefix the user gave, which names the job.
 	Prefix string
 	// From names the variables that chose this place, for messages.
 	From string
@@ -193,10 +207,17 @@ func sanitize(s string) string {
 }
 
 // ParseInitMethod reads the value of GOCOMM_INIT_METHOD: tcp://host:port
-// (rank 0 hosts a TCP store there) or file:///path (a file store), as
-// torch's init_method URLs. Anything else (env:// included: the caller
-// handles it) is an error wrapping ErrEnvironment that lists the forms.
+// (rank 0 hosts a TCP store there), file:///path (a file store), as
+// torch's init_method URLs, or etcd://host:port[,host:port...]/prefix
+// (an etcd cluster keeps the store under prefix, which must name the job:
+// two jobs given one prefix read each other's keys), with an optional
+// ?ttl=duration for the etcd store's leases (whole seconds, 1s to 24h).
+// Anything else (env:// included: the caller handles it) is an error
+// wrapping ErrEnvironment that lists the forms.
 func ParseInitMethod(s string) (Rendezvous, error) {
+	if strings.HasPrefix(s, "etcd:") {
+		return parseEtcd(s)
+	}
 	u, err := url.Parse(s)
 	if err == nil {
 		switch u.Scheme {
@@ -212,7 +233,68 @@ func ParseInitMethod(s string) (Rendezvous, error) {
 			}
 		}
 	}
-	return Rendezvous{}, Errorf("%s=%q: want env://, tcp://host:port (rank 0 hosts the store) or file:///absolute/path (a file every rank can reach)", EnvInitMethod, s)
+	return Rendezvous{}, Errorf("%s=%q: want env://, tcp://host:port (rank 0 hosts the store), file:///absolute/path (a file every rank can reach) or etcd://host:port[,host:port...]/job-prefix (an etcd cluster keeps the store)", EnvInitMethod, s)
+}
+
+// parseEtcd checks an etcd:// init method, piece by piece, so that the
+// error says which piece is wrong. The host part is split by hand: a list
+// of endpoints is no URL host.
+func parseEtcd(s string) (Rendezvous, error) {
+	bad := func(why string) (Rendezvous, error) {
+		return Rendezvous{}, Errorf("%s=%q: %s (want etcd://host:port[,host:port...]/job-prefix[?ttl=10s])", EnvInitMethod, s, why)
+	}
+	rest, ok := strings.CutPrefix(s, "etcd://")
+	if !ok {
+		return bad("no etcd endpoint")
+	}
+	hosts, tail, _ := strings.Cut(rest, "/")
+	switch {
+	case strings.Contains(hosts, "@"):
+		return bad("user names and passwords are not supported")
+	case strings.ContainsAny(hosts, "?#"):
+		return bad("no key prefix: give each job its own, such as /gocomm/job-42")
+	case hosts == "":
+		return bad("no etcd endpoint")
+	}
+	u, err := url.Parse("/" + tail)
+	if err != nil {
+		return bad("unreadable prefix or query: " + err.Error())
+	}
+	if u.Fragment != "" || strings.Contains(tail, "#") {
+		return bad("unexpected #fragment")
+	}
+	r := Rendezvous{Kind: RendezvousEtcd, From: EnvInitMethod}
+	for _, hp := range strings.Split(hosts, ",") {
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || host == "" {
+			return bad("endpoint " + strconv.Quote(hp) + " is not host:port")
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return bad("endpoint " + strconv.Quote(hp) + " has no TCP port (1-65535)")
+		}
+		r.Endpoints = append(r.Endpoints, net.JoinHostPort(host, strconv.Itoa(p)))
+	}
+	r.Addr = strings.Join(r.Endpoints, ",")
+	r.Prefix = strings.TrimRight(u.Path, "/")
+	if r.Prefix == "" {
+		return bad("no key prefix: give each job its own, such as /gocomm/job-42")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return bad("unreadable query: " + err.Error())
+	}
+	for k, vs := range q {
+		if k != "ttl" || len(vs) != 1 {
+			return bad("unknown or repeated parameter " + strconv.Quote(k) + " (only ttl= is known)")
+		}
+		d, err := time.ParseDuration(vs[0])
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			return bad("ttl=" + strconv.Quote(vs[0]) + " is not a duration from 1s to 24h")
+		}
+		r.LeaseTTL = d
+	}
+	return r, nil
 }
 
 // JobIdentity returns the identity the launcher gave this job, alike on

@@ -16,6 +16,10 @@
 //   - TCPStore (DialTCPStore, NewTCPStore) and TCPStoreServer
 //     (ListenTCPStore): rank 0 (or the launcher) hosts the server at
 //     MASTER_ADDR:MASTER_PORT and every rank is a client.
+//   - EtcdStore (NewEtcdStore): an etcd cluster keeps the keys under a
+//     prefix naming the job and every rank is a client, so no rank's loss
+//     takes the store with it. Keys live on leases (see EtcdStore): the
+//     job's expire after its last rank, a rank's own (SetLeased) after it.
 //
 // Typical use, on every rank:
 //
@@ -29,8 +33,8 @@
 // All stores are safe for concurrent use; every blocking call returns when
 // its ctx is done or the store is closed. Errors are *Error values (op,
 // keys, store) wrapping the sentinels ErrStoreClosed, ErrBadCounter,
-// ErrTooLarge, ErrMasterUnreachable, ErrConnectionLost, ErrProtocol or the
-// context's error.
+// ErrTooLarge, ErrMasterUnreachable, ErrConnectionLost, ErrProtocol,
+// ErrLeaseExpired (etcd) or the context's error.
 //
 // # The TCP store protocol
 //

@@ -90,3 +90,29 @@ func ExampleNewPrefixStore() {
 	fmt.Println(string(v))
 	// Output: new
 }
+
+// A rank meets the others of job 42 in an etcd cluster that no rank hosts:
+// it publishes its address on its own lease (gone soon after the rank
+// dies) and counts itself in on the job's. (Not run: it needs etcd.)
+func ExampleNewEtcdStore() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const rank, size = 1, 4
+	st, err := rendezvous.NewEtcdStore(ctx, []string{"etcd1:2379", "etcd2:2379", "etcd3:2379"}, "/gocomm/job-42",
+		rendezvous.WithLeaseTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.SetLeased(ctx, fmt.Sprintf("live/%d", rank), []byte("10.0.0.2:7000")); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := st.Add(ctx, "joined", 1); err != nil {
+		log.Fatal(err)
+	}
+	peer, err := st.Get(ctx, fmt.Sprintf("live/%d", (rank+1)%size)) // blocks until rank 2 is up
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("rank 2 is at %s\n", peer)
+}

@@ -80,7 +80,8 @@ var (
 	// ErrMasterUnreachable is returned by DialTCPStore and NewTCPStore when
 	// no TCP store server accepted a connection before ctx was done: rank 0
 	// (the master at MASTER_ADDR:MASTER_PORT) is not running yet, has
-	// exited, or the address is wrong.
+	// exited, or the address is wrong. NewEtcdStore returns it when no etcd
+	// server answered.
 	ErrMasterUnreachable = errors.New("comm: rendezvous store master is not reachable")
 	// ErrConnectionLost is returned by a TCP store when its connection to
 	// the server broke mid-request: the server exited or dropped the
@@ -90,6 +91,12 @@ var (
 	// the client did not expect (not a TCP store server, or an incompatible
 	// protocol version).
 	ErrProtocol = errors.New("comm: rendezvous store protocol violation")
+	// ErrLeaseExpired is returned by every call of an EtcdStore after it
+	// found one of its leases gone from etcd: the server went without a
+	// renewal for longer than the lease's TTL (this process was paused or
+	// cut off from etcd that long), and deleted the keys on it. The store
+	// cannot go on; the job's keys, or this rank's, are lost.
+	ErrLeaseExpired = errors.New("comm: rendezvous store lease expired")
 )
 
 // Error describes a failed store operation. Err holds the cause; match it

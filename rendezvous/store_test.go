@@ -108,6 +108,7 @@ func storeKinds() []storeKind {
 			closeAll(t, pa, pb)
 			return pa, pb
 		}},
+		{name: "etcd", open: func(t *testing.T) (Store, Store) { return etcdPair(t) }},
 	}
 }
 

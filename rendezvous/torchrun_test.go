@@ -19,11 +19,17 @@ import (
 // program (testkit.Main): with rankRole set, the process is a rank.
 const rankRole = "GOCOMM_RENDEZVOUS_TEST_ROLE"
 
-func TestMain(m *testing.M) { testkit.MainErr(m, rankRole, "RANK", rankMain) }
+func TestMain(m *testing.M) {
+	testkit.MainErr(m, rankRole, "RANK", rankMain, rendezvous.StopSharedEtcd)
+}
 
 // rankMain is the gocomm program: Init from the environment, as any
 // program started by torchrun does, then an all-reduce and a barrier.
-func rankMain(string) error {
+// Other roles are the etcd tests' (etcdRoles).
+func rankMain(role string) error {
+	if run, ok := etcdRoles[role]; ok {
+		return run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := comm.Init(ctx, comm.Options{Timeout: time.Minute})
