@@ -171,7 +171,7 @@ func trainElastic(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) 
 				fmt.Fprintf(out, "train: elastic: %d ranks stepping at step %d, unix ms %d\n", size, st.Step, time.Now().UnixMilli())
 			}
 			if cfg.logSteps {
-				fmt.Fprintf(out, "train: step %d/%d on %d ranks\n", st.Step, perEpoch*cfg.epochs, size)
+				fmt.Fprintf(out, "train: step %d/%d on %d ranks, unix ms %d\n", st.Step, perEpoch*cfg.epochs, size, time.Now().UnixMilli())
 			}
 		}
 		changed = false
