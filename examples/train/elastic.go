@@ -95,6 +95,9 @@ func trainElastic(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) 
 	onChange := func(ctx context.Context, nc *comm.Comm) error {
 		if nc.Rank() == 0 {
 			fmt.Fprintf(out, "train: elastic: %d ranks (were %d) go on from step %d, unix ms %d\n", nc.Size(), prevSize, st.Step, time.Now().UnixMilli())
+			if perEpoch := trainSet.len() / int(job[0]); nc.Size() < prevSize && perEpoch > 0 {
+				fmt.Fprintf(out, "train: survived: %d ranks go on from epoch %d step %d\n", nc.Size(), int(st.Step)/perEpoch+1, int(st.Step)%perEpoch)
+			}
 		}
 		prevSize, changed = nc.Size(), true
 		finalSince = time.Time{}
