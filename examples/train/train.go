@@ -807,7 +807,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	var stageOrder []stageBytes
 	var res result
 	var elapsed time.Duration
-	var trained float64 // samples of the completed epochs, all ranks
+	var trained float64        // samples of the completed epochs, all ranks
 	var stepTime time.Duration // forward, backward and optimizer steps
 	var optTime time.Duration  // optimizer steps: the wait for the reductions and the update
 	var stepCount int
