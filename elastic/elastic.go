@@ -116,11 +116,12 @@ type Options struct {
 // Run calls step until it reports done, keeping the world going through
 // failures and growth, and returns the communicator it ended on (the
 // caller closes it; Run closes the ones it replaced, c included when it
-// was replaced). The state is synced from rank 0 first, so that a newcomer
+// was replaced, in the background, and waits for them before it returns). The state is synced from rank 0 first, so that a newcomer
 // starts from the world's state. After each step that succeeds the state
 // is committed. A step that fails because a rank was lost (comm.ErrPeerLost,
 // comm.ErrPeerClosed, or comm.ErrAborted after a loss) rolls the state back, shrinks the world, syncs and goes
-// on; any other error ends Run with it. Every CheckEvery steps, when
+// on, as does a rank lost in the check for newcomers, in Grow, or while
+// the world syncs after a change; any other error ends Run with it. Every CheckEvery steps, when
 // processes wait in comm.Join, the world grows, every rank syncs, and the
 // loop goes on with the newcomers. Every rank of c calls Run with the same
 // Options.
