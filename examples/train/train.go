@@ -91,7 +91,7 @@ func (cfg *config) check() error {
 	case cfg.zero > 0 && !cfg.reducer:
 		return fmt.Errorf("-zero %d reduces through its own Reducer: drop -reducer=false", cfg.zero)
 	case cfg.elastic && (cfg.optim != optimSGD || cfg.zero > 0):
-		return fmt.Errorf("-elastic recovers -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
+		return fmt.Errorf("-elastic and -shrink recover -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
 	case cfg.bucketKB <= 0:
 		return fmt.Errorf("-bucket-kb %d: use a positive size", cfg.bucketKB)
 	}
@@ -176,6 +176,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	prof, err := cfg.profileConfig(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -187,10 +191,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
-	if err := cfg.check(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
 	if cfg.elastic {
 		_, end, err := trainElastic(ctx, c, cfg, stdout)
 		defer end.Close()
