@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/gocomm/comm"
 )
@@ -115,11 +116,12 @@ type Options struct {
 // Run calls step until it reports done, keeping the world going through
 // failures and growth, and returns the communicator it ended on (the
 // caller closes it; Run closes the ones it replaced, c included when it
-// was replaced). The state is synced from rank 0 first, so that a newcomer
+// was replaced, in the background, and waits for them before it returns). The state is synced from rank 0 first, so that a newcomer
 // starts from the world's state. After each step that succeeds the state
 // is committed. A step that fails because a rank was lost (comm.ErrPeerLost,
 // comm.ErrPeerClosed, or comm.ErrAborted after a loss) rolls the state back, shrinks the world, syncs and goes
-// on; any other error ends Run with it. Every CheckEvery steps, when
+// on, as does a rank lost in the check for newcomers, in Grow, or while
+// the world syncs after a change; any other error ends Run with it. Every CheckEvery steps, when
 // processes wait in comm.Join, the world grows, every rank syncs, and the
 // loop goes on with the newcomers. Every rank of c calls Run with the same
 // Options.
@@ -135,6 +137,13 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 		}
 		return nil
 	}
+	// The worlds Run replaces are closed in the background: an aborted
+	// world's Close waits up to its close timeout for peers to hang up,
+	// time the new world can train in. Run waits for them before it
+	// returns.
+	var closing sync.WaitGroup
+	defer closing.Wait()
+	retire := func(old *comm.Comm) { closing.Go(func() { old.Close() }) }
 	if err := st.Sync(ctx, c); err != nil {
 		return c, err
 	}
@@ -148,11 +157,13 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 			if n%every != every-1 {
 				continue
 			}
-			waiting, err := c.Joiners(ctx)
+			// err, not a new one: a failure here is handled below.
+			var waiting int
+			waiting, err = c.Joiners(ctx)
 			if err == nil && waiting > 0 && (opts.MaxSize == 0 || c.Size() < opts.MaxSize) {
 				var nc *comm.Comm
 				if nc, err = c.Grow(ctx); err == nil {
-					c.Close()
+					retire(c)
 					c = nc
 					if err = st.Sync(ctx, c); err == nil {
 						err = change(c)
@@ -163,25 +174,26 @@ func Run(ctx context.Context, c *comm.Comm, st *State, opts Options, step func(c
 				continue
 			}
 		}
-		// A failure: a lost rank is survivable, anything else is not.
-		if !survivable(err) {
-			return c, err
-		}
-		st.Restore()
-		nc, serr := c.Shrink(ctx)
-		if serr != nil {
-			return c, fmt.Errorf("elastic: shrinking after %w: %w", err, serr)
-		}
-		c.Close()
-		c = nc
-		if c.Size() < minSize {
-			return c, fmt.Errorf("elastic: %d ranks left after a failure, fewer than MinSize %d: %w", c.Size(), minSize, err)
-		}
-		if err := st.Sync(ctx, c); err != nil {
-			return c, err
-		}
-		if err := change(c); err != nil {
-			return c, err
+		// A failure: a lost rank is survivable, anything else is not. A
+		// rank lost while the survivors sync or rebuild is survived the
+		// same way: shrink again.
+		for err != nil {
+			if !survivable(err) {
+				return c, err
+			}
+			st.Restore()
+			nc, serr := c.Shrink(ctx)
+			if serr != nil {
+				return c, fmt.Errorf("elastic: shrinking after %w: %w", err, serr)
+			}
+			retire(c)
+			c = nc
+			if c.Size() < minSize {
+				return c, fmt.Errorf("elastic: %d ranks left after a failure, fewer than MinSize %d: %w", c.Size(), minSize, err)
+			}
+			if err = st.Sync(ctx, c); err == nil {
+				err = change(c)
+			}
 		}
 	}
 }

@@ -178,3 +178,47 @@ func TestStateCommitRestore(t *testing.T) {
 		t.Errorf("after Restore: %v, step %d; want [5 2], step 3", a, st.Step)
 	}
 }
+
+// TestRunThroughLossAfterAStep: rank 0 of 3 leaves right after its part of
+// step 10 (its communicator closed once the all-reduce is done), so the
+// others see the loss after a good step, in the check for newcomers (rank
+// 0 broadcasts the count). They shrink and finish with an uninterrupted
+// run's parameters; a loss seen in the check once ended Run early, as if
+// the training were done.
+func TestRunThroughLossAfterAStep(t *testing.T) {
+	store := rendezvous.NewMemStore()
+	w := world(t, store, 3)
+	ctx := testkit.Context(t, time.Minute)
+	want := reference()
+	errs := testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
+		params := make([]float32, 5)
+		st := elastic.NewState(params)
+		step := trainStep(st, params, func(*comm.Comm) error { return nil })
+		leaving := func(ctx context.Context, c *comm.Comm) (bool, error) {
+			done, err := step(ctx, c)
+			if r == 0 && st.Step == 10 {
+				c.Close()
+				return false, errLeft
+			}
+			return done, err
+		}
+		end, err := elastic.Run(ctx, c, st, elastic.Options{}, leaving)
+		if r == 0 {
+			if !errors.Is(err, errLeft) {
+				return fmt.Errorf("the leaving rank: %v", err)
+			}
+			return nil
+		}
+		defer end.Close()
+		switch {
+		case err != nil:
+			return err
+		case end.Size() != 2 || st.Step != steps:
+			return fmt.Errorf("ended at step %d in a world of %d, want step %d in a world of 2", st.Step, end.Size(), steps)
+		case !slices.Equal(params, want):
+			return fmt.Errorf("parameters %v, want %v", params, want)
+		}
+		return nil
+	})
+	testkit.NoErrors(t, errs)
+}

@@ -56,20 +56,33 @@
 // in collectives and a final line with a checksum of the parameters, equal
 // for runs with the same world size and flags under any launcher.
 //
-// -shrink and -optim onebitadam use the whole-gradient all-reduce (the
-// Reducer is bound to its communicator, which -shrink replaces; 1-bit
-// Adam reduces the momentum, not the gradient).
+// -optim onebitadam uses the whole-gradient all-reduce (1-bit Adam reduces
+// the momentum, not the gradient).
 //
-// With -shrink (and -optim sgd) the training survives the loss of ranks:
-// when a collective fails, the ranks still alive shrink the world past the
-// failed ones (comm.Comm.Shrink, as MPI ULFM's MPI_Comm_shrink), take the
-// new rank 0's parameters, momentum and place in the training, and go on.
-// Tell the launcher not to stop the job when a rank dies:
+// With -elastic (and -optim sgd) the training survives the loss of any rank
+// and grows back when the launcher replaces it (package elastic): the
+// parameters, the momentum and the step are an elastic.State; when a rank
+// dies the others roll back to the last step, shrink the world
+// (comm.Comm.Shrink) and go on; commrun --elastic restarts the dead rank's
+// process, whose comm.Init joins (GOCOMM_JOIN=1), and at the next step the
+// world grows (comm.Comm.Grow), the newcomer takes the survivors' state and
+// the ddp.Reducer is rebuilt over the new world. A step is a fixed global
+// batch (-batch times the job's world size) that the ranks of the moment
+// share, so a run that changed size trains on the same samples in the same
+// order as an undisturbed one (which ends with the plain training's bits).
+// With the TCP store rank 0 hosts the store, so the job survives any rank
+// but rank 0; keep the store in etcd and it survives rank 0 too:
 //
-//	commrun -n 4 -keep-going -- ./train -shrink
+//	commrun -n 4 --elastic 2:4 --max-restarts 3 -- ./train -elastic
+//	GOCOMM_INIT_METHOD=etcd://127.0.0.1:2379/job-1 commrun -n 4 --elastic 2:4 --max-restarts 3 -- ./train -elastic
 //
-// (rank 0 hosts the store the survivors agree through, so the job cannot
-// survive rank 0 itself.)
+// Rank 0 prints a timestamped line when the world changes and when it
+// steps again after a change (-log-steps: one per step). At the end, a
+// world smaller than the job's waits up to -join-wait for replacements
+// before it evaluates. -shrink is -elastic that waits for none, for
+// commrun -keep-going: the survivors finish on their own. The recovery
+// times, against torchrun's, are in docs/performance.md ("Elastic
+// recovery"), measured by examples/train/trials.
 //
 // The comms logger takes its configuration from GOCOMM_PROFILE (and the
 // other GOCOMM_PROFILE_* variables) when they are set, a DeepSpeed
@@ -79,6 +92,6 @@
 //	GOCOMM_PROFILE='{"enabled": true, "prof_all": false, "prof_ops": ["all_reduce"]}' go run ./examples/train
 //
 // Who may import it: nobody (a program). It uses the public package comm,
-// packages ddp, optim and launch (to start its own ranks), as a user's
-// program would.
+// packages ddp, optim, elastic and launch (to start its own ranks), as a
+// user's program would.
 package main

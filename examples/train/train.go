@@ -41,9 +41,16 @@ type config struct {
 	profile    bool
 	traceDir   string
 	flagsGiven map[string]bool
-	// shrink survives the loss of ranks: the others shrink the world past
-	// them (comm.Comm.Shrink) and go on (run under commrun -keep-going).
+	// shrink is elastic without waiting for replacements at the end
+	// (run under commrun -keep-going): the survivors train on.
 	shrink bool
+	// elastic trains under elastic.Run (see trainElastic): through the
+	// loss of ranks and back up as replacements join (commrun --elastic).
+	// joinWait is how long a world smaller than the job's waits for
+	// replacements at the end; logSteps prints a line per step.
+	elastic  bool
+	joinWait time.Duration
+	logSteps bool
 	// reducer reduces the gradients through a ddp.Reducer, layer by layer
 	// as backward produces them, in buckets of at most bucketKB KiB;
 	// overlap lets a bucket start before backward has finished. Without
@@ -56,7 +63,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{procs: 4, epochs: 3, batch: 32, hidden: 512, layers: 2, samples: 8192, seed: 1, timeout: 2 * time.Minute,
-		optim: optimSGD, freezeStep: 40, profile: true, reducer: true, overlap: true, bucketKB: 256}
+		optim: optimSGD, freezeStep: 40, profile: true, reducer: true, overlap: true, bucketKB: 256, joinWait: 5 * time.Second}
 }
 
 // buckets are the Reducer's bucket caps: bucketKB, and DDP's 1 MiB first
@@ -69,6 +76,13 @@ func (cfg config) buckets() ddp.Options {
 // check reports flags that do not go together, and settles the ones that
 // follow from others.
 func (cfg *config) check() error {
+	if cfg.shrink {
+		// -shrink is -elastic that does not wait for replacements.
+		cfg.elastic = true
+		if !cfg.flagsGiven["join-wait"] {
+			cfg.joinWait = 0
+		}
+	}
 	switch {
 	case cfg.zero < 0 || cfg.zero > 2:
 		return fmt.Errorf("-zero %d: use 0 (none), 1 or 2 (ZeRO stage 3 is not offered)", cfg.zero)
@@ -76,14 +90,13 @@ func (cfg *config) check() error {
 		return fmt.Errorf("-zero %d partitions Adam's state: use it with -optim adam, not %s", cfg.zero, cfg.optim)
 	case cfg.zero > 0 && !cfg.reducer:
 		return fmt.Errorf("-zero %d reduces through its own Reducer: drop -reducer=false", cfg.zero)
-	case cfg.zero > 0 && cfg.shrink:
-		return fmt.Errorf("-shrink recovers -optim sgd only, not ZeRO")
+	case cfg.elastic && (cfg.optim != optimSGD || cfg.zero > 0):
+		return fmt.Errorf("-elastic and -shrink recover -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
 	case cfg.bucketKB <= 0:
 		return fmt.Errorf("-bucket-kb %d: use a positive size", cfg.bucketKB)
 	}
-	if cfg.shrink || cfg.optim == optimOnebitAdam {
-		// -shrink rebuilds the world, and the Reducer is bound to its
-		// communicator; 1-bit Adam reduces the momentum, not gradients.
+	if cfg.optim == optimOnebitAdam {
+		// 1-bit Adam reduces the momentum, not gradients.
 		cfg.reducer = false
 	}
 	return nil
@@ -163,6 +176,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 	prof, err := cfg.profileConfig(os.Getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -174,6 +191,16 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer c.Close()
+	if cfg.elastic {
+		_, end, err := trainElastic(ctx, c, cfg, stdout)
+		defer end.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "rank %d: %v\n", end.Rank(), err)
+			end.Abort(err)
+			return 1
+		}
+		return 0
+	}
 	if _, err := train(ctx, c, cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "rank %d: %v\n", c.Rank(), err)
 		c.Abort(err) // the others must not wait for this rank
@@ -564,6 +591,13 @@ const zeroLogName = "zero grads+params"
 // through a ddp.Reducer (or ZeRO's) unless cfg.reducer is off or the
 // optimizer reduces by itself (1-bit Adam), else over one flat gradient.
 func newStepper(ctx context.Context, c *comm.Comm, cfg config, m *model) (stepper, error) {
+	return newStepperOver(ctx, c, cfg, m, make([]float32, len(m.params)))
+}
+
+// newStepperOver is newStepper with SGD's momentum in velocity (laid out
+// as the parameters), which -elastic keeps across the steppers it builds
+// for each new world.
+func newStepperOver(ctx context.Context, c *comm.Comm, cfg config, m *model, velocity []float32) (stepper, error) {
 	lr := cfg.lr
 	if lr == 0 && cfg.optim == optimSGD {
 		lr = 0.05
@@ -585,7 +619,7 @@ func newStepper(ctx context.Context, c *comm.Comm, cfg config, m *model) (steppe
 	var update func(grads [][]float32) error // over averaged gradient tensors
 	switch cfg.optim {
 	case optimSGD:
-		s := &sgd{c: c, lr: float32(lr), params: m.params, velocity: make([]float32, len(m.params)), g: newFlatGrads(m)}
+		s := &sgd{c: c, lr: float32(lr), params: m.params, velocity: velocity, g: newFlatGrads(m)}
 		if !cfg.reducer {
 			return s, nil
 		}
@@ -739,15 +773,8 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	if steps == 0 {
 		return result{}, fmt.Errorf("%d samples on %d ranks leave fewer than one batch of %d per rank: use more -samples or a smaller -batch", cfg.samples, size, cfg.batch)
 	}
-	if cfg.shrink && cfg.optim != optimSGD {
-		return result{}, fmt.Errorf("-shrink recovers -optim sgd only (its state is the parameters and the momentum), not %s", cfg.optim)
-	}
 	if err := cfg.check(); err != nil {
 		return result{}, err
-	}
-	if cfg.shrink {
-		// Which process is which rank, for whoever wants to kill one.
-		fmt.Fprintf(out, "train: rank %d is pid %d\n", rank, os.Getpid())
 	}
 	m := newModel(cfg.hidden, cfg.layers)
 	if rank == 0 {
@@ -780,51 +807,15 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 	var stageOrder []stageBytes
 	var res result
 	var elapsed time.Duration
-	var trained float64 // samples of the completed epochs, all ranks
-	// With -shrink a failed collective is survived (survive): the ranks
-	// still alive shrink the world past the failed one and go on from
-	// where their new rank 0 was. The training is a position (epoch,
-	// step) so that they can; epoch cfg.epochs+1 is the final evaluation.
-	surv := &survival{on: cfg.shrink, timeout: cfg.timeout, out: out}
-	defer surv.close()
-	var sh shard
-	var lossSum, correct, seen float64
+	var trained float64        // samples of the completed epochs, all ranks
 	var stepTime time.Duration // forward, backward and optimizer steps
 	var optTime time.Duration  // optimizer steps: the wait for the reductions and the update
 	var stepCount int
-	start := time.Now()
-	fail := func(err error, epoch, step int) (int, int, error) {
-		e, s, err := surv.survive(ctx, &c, err, epoch, step, m.params, opt)
-		if err == nil {
-			rank, size = c.Rank(), c.Size()
-			if e != epoch {
-				lossSum, correct, seen = 0, 0, 0
-				start = time.Now()
-			}
-		}
-		return e, s, err
-	}
-	for epoch, s := 1, 0; epoch <= cfg.epochs+1; {
-		if epoch > cfg.epochs {
-			if elapsed > 0 {
-				res.samplesPerSec = trained / elapsed.Seconds()
-			}
-			err, fatal := evaluate(ctx, c, m, testSet, cfg.batch, &res)
-			if fatal != nil {
-				return res, fatal
-			}
-			if err == nil {
-				break
-			}
-			if epoch, s, err = fail(err, epoch, s); err != nil {
-				return res, err
-			}
-			continue
-		}
-		if sh.epoch != epoch || sh.rank != rank || sh.size != size {
-			sh = makeShard(cfg.seed, epoch, trainSet.len(), rank, size, cfg.batch)
-		}
-		if s < sh.steps {
+	for epoch := 1; epoch <= cfg.epochs; epoch++ {
+		start := time.Now()
+		sh := makeShard(cfg.seed, epoch, trainSet.len(), rank, size, cfg.batch)
+		var lossSum, correct, seen float64
+		for s := range sh.steps {
 			for k, i := range sh.mine[s*cfg.batch : (s+1)*cfg.batch] {
 				copy(batchX[k*features:(k+1)*features], trainSet.x[i*features:(i+1)*features])
 				batchY[k] = trainSet.y[i]
@@ -846,10 +837,7 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 			optTime += time.Since(t1)
 			stepCount++
 			if err != nil {
-				if epoch, s, err = fail(fmt.Errorf("epoch %d step %d: %w", epoch, s, err), epoch, s); err != nil {
-					return result{}, err
-				}
-				continue
+				return result{}, fmt.Errorf("epoch %d step %d: %w", epoch, s, err)
 			}
 			lossSum += l
 			correct += float64(ok)
@@ -858,15 +846,10 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 				stageOrder = append(stageOrder, stageBytes{stage: stage, logName: logName})
 			}
 			stageSteps[stage]++
-			s++
-			continue
 		}
 		sums := []float64{lossSum, correct, seen}
 		if err := comm.AllReduce(comm.WithLogName(ctx, "all_reduce(sum) stats"), c, sums, sums, comm.Sum); err != nil {
-			if epoch, s, err = fail(fmt.Errorf("epoch %d: metrics all-reduce: %w", epoch, err), epoch, s); err != nil {
-				return result{}, err
-			}
-			continue
+			return result{}, fmt.Errorf("epoch %d: metrics all-reduce: %w", epoch, err)
 		}
 		d := time.Since(start)
 		elapsed += d
@@ -874,9 +857,12 @@ func train(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) (result
 		res.loss = sums[0] / sums[2]
 		res.samplesPerSec = sums[2] / d.Seconds()
 		say("epoch %d/%d: loss %.4f  accuracy %.2f%%  %.0f samples/s", epoch, cfg.epochs, res.loss, 100*sums[1]/sums[2], res.samplesPerSec)
-		epoch, s = epoch+1, 0
-		lossSum, correct, seen = 0, 0, 0
-		start = time.Now()
+	}
+	if elapsed > 0 {
+		res.samplesPerSec = trained / elapsed.Seconds()
+	}
+	if err, fatal := evaluate(ctx, c, m, testSet, cfg.batch, &res); err != nil || fatal != nil {
+		return res, errors.Join(err, fatal)
 	}
 	say("parameters identical on all %d ranks", size)
 	if stepCount > 0 {
@@ -987,69 +973,4 @@ func evaluate(ctx context.Context, c *comm.Comm, m *model, testSet dataset, batc
 		}
 	}
 	return nil, nil
-}
-
-// survival is -shrink: surviving the loss of ranks by shrinking the world
-// past them (comm.Comm.Shrink).
-type survival struct {
-	on      bool
-	timeout time.Duration
-	out     io.Writer
-	shrunk  []*comm.Comm // the worlds Shrink made, closed by close
-}
-
-// survive is called with a failed collective's error at position (epoch,
-// step). Without -shrink it returns err. Else it shrinks *c past the
-// failed ranks (again, if a rank fails meanwhile), makes *c the new world,
-// gives every survivor the new rank 0's parameters and momentum, and
-// returns rank 0's position, where every survivor goes on.
-func (s *survival) survive(ctx context.Context, c **comm.Comm, err error, epoch, step int, params []float32, opt stepper) (int, int, error) {
-	if !s.on {
-		return 0, 0, err
-	}
-	sg, ok := opt.(*sgd)
-	if !ok {
-		return 0, 0, fmt.Errorf("%w (-shrink recovers -optim sgd only)", err)
-	}
-	for attempt := 1; ; attempt++ {
-		old := *c
-		fmt.Fprintf(s.out, "train: rank %d of %d: %v\ntrain: rank %d: shrinking the world past the failed rank\n", old.Rank(), old.Size(), err, old.Rank())
-		sctx, cancel := context.WithTimeout(ctx, s.timeout)
-		nc, serr := old.Shrink(sctx)
-		cancel()
-		if serr != nil {
-			return 0, 0, fmt.Errorf("%w; then Shrink: %v", err, serr)
-		}
-		old.Close() // aborted; Shrink handed the store on to nc
-		s.shrunk = append(s.shrunk, nc)
-		*c, sg.c = nc, nc
-		pos := []int64{int64(epoch), int64(step)}
-		if err = syncFromRankZero(ctx, nc, params, sg.velocity, pos); err == nil {
-			if nc.Rank() == 0 {
-				fmt.Fprintf(s.out, "train: survived: %d ranks go on from epoch %d step %d\n", nc.Size(), pos[0], pos[1])
-			}
-			return int(pos[0]), int(pos[1]), nil
-		}
-		if attempt == 3 {
-			return 0, 0, err
-		}
-	}
-}
-
-// syncFromRankZero gives every rank rank 0's parameters, momentum and
-// position.
-func syncFromRankZero(ctx context.Context, c *comm.Comm, params, velocity []float32, pos []int64) error {
-	if err := comm.Broadcast(ctx, c, params, 0); err != nil {
-		return err
-	}
-	if err := comm.Broadcast(ctx, c, velocity, 0); err != nil {
-		return err
-	}
-	return comm.Broadcast(ctx, c, pos, 0)
-}
-
-func (s *survival) close() {
-	for _, c := range s.shrunk {
-		c.Close()
-	}
 }

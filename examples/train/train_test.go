@@ -137,6 +137,8 @@ func TestConfigCheck(t *testing.T) {
 		{func(c *config) { c.zero = 1 }, "-optim adam"},
 		{func(c *config) { c.zero, c.optim, c.reducer = 2, optimAdam, false }, "-reducer=false"},
 		{func(c *config) { c.bucketKB = 0 }, "-bucket-kb"},
+		{func(c *config) { c.elastic, c.optim = true, optimAdam }, "-optim sgd only"},
+		{func(c *config) { c.shrink, c.optim = true, optimAdam }, "-optim sgd only"},
 	} {
 		cfg := defaultConfig()
 		tc.change(&cfg)
@@ -144,10 +146,12 @@ func TestConfigCheck(t *testing.T) {
 			t.Errorf("%+v: got %v, want an error naming %s", cfg, err, tc.want)
 		}
 	}
+	// -shrink is -elastic that waits for no replacement, and keeps the
+	// Reducer (rebuilt over each new world).
 	cfg := defaultConfig()
 	cfg.shrink = true
-	if err := cfg.check(); err != nil || cfg.reducer {
-		t.Errorf("-shrink: %v, reducer %v; want the flat all-reduce", err, cfg.reducer)
+	if err := cfg.check(); err != nil || !cfg.elastic || cfg.joinWait != 0 || !cfg.reducer {
+		t.Errorf("-shrink: %v, elastic %v, join wait %v, reducer %v; want -elastic -join-wait 0 with the Reducer", err, cfg.elastic, cfg.joinWait, cfg.reducer)
 	}
 }
 
