@@ -167,3 +167,74 @@ func TestMultiHostGrowAndShrink(t *testing.T) {
 		}
 	}
 }
+
+func init() { multihostRoles["mh-partition-shrink"] = childPartitionShrink }
+
+// childPartitionShrink all-reduces until a failure, then shrinks, and says
+// how that ended: the world it is in, or why it has none.
+func childPartitionShrink(ctx context.Context) error {
+	c, err := comm.Init(ctx, comm.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]float32, 1<<10)
+	// No deadline of their own, as most programs' operations: GOCOMM_TIMEOUT
+	// bounds them.
+	for i := 0; comm.AllReduce(context.Background(), c, buf, buf, comm.Sum) == nil; i++ {
+		if i == 0 {
+			fmt.Printf("ready %d\n", c.Rank())
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	shrunk, err := c.Shrink(sctx)
+	if err != nil {
+		fmt.Printf("rank %d: no world: %v\n", c.Rank(), err)
+		return nil
+	}
+	defer shrunk.Close()
+	if err := comm.AllReduce(ctx, shrunk, buf, buf, comm.Sum); err != nil {
+		return err
+	}
+	fmt.Printf("rank %d: in a world of %d as rank %d\n", c.Rank(), shrunk.Size(), shrunk.Rank())
+	return nil
+}
+
+// TestMultiHostPartitionShrink: a network partition cuts host 1 (ranks 2
+// and 3) off from host 0 (ranks 0 and 1, and the store rank 0 hosts); every
+// rank's collective fails, every rank shrinks, and there is one world
+// after: host 0's two ranks go on, host 1's get an error (they cannot reach
+// the store), never a second world that also thinks it is the job.
+func TestMultiHostPartitionShrink(t *testing.T) {
+	nw := netns.ForTest(t, netns.Options{Hosts: 2})
+	runs, wait := job{t: t, nw: nw, hosts: perHost(2, 2), role: "mh-partition-shrink", limit: 2 * time.Minute,
+		env: func(rank, host, local int) []string { return []string{"GOCOMM_TIMEOUT=6s"} }}.start()
+	deadline := time.Now().Add(time.Minute)
+	for ready := 0; ready < len(runs); {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d ranks finished a first all-reduce within a minute", ready, len(runs))
+		}
+		time.Sleep(50 * time.Millisecond)
+		ready = 0
+		for _, r := range runs {
+			if strings.Contains(r.output(), fmt.Sprintf("ready %d", r.rank)) {
+				ready++
+			}
+		}
+	}
+	if err := nw.Hosts()[1].SetLink(false); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	for _, r := range runs {
+		out := r.out.String()
+		want := fmt.Sprintf("rank %d: in a world of 2 as rank %d", r.rank, r.rank)
+		if r.host == 1 {
+			want = fmt.Sprintf("rank %d: no world:", r.rank)
+		}
+		if r.err != nil || !strings.Contains(out, want) {
+			t.Errorf("rank %d on host %d: %v; want %q in:\n%s", r.rank, r.host, r.err, want, out)
+		}
+	}
+}
