@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command trials measures elastic recovery: it runs examples/train -elastic
 // under commrun --elastic with an etcd store, kills (SIGKILL) a random rank
 // at a random step of each trial, and records whether the job finished,
