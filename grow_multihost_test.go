@@ -210,19 +210,7 @@ func TestMultiHostPartitionShrink(t *testing.T) {
 	nw := netns.ForTest(t, netns.Options{Hosts: 2})
 	runs, wait := job{t: t, nw: nw, hosts: perHost(2, 2), role: "mh-partition-shrink", limit: 2 * time.Minute,
 		env: func(rank, host, local int) []string { return []string{"GOCOMM_TIMEOUT=6s"} }}.start()
-	deadline := time.Now().Add(time.Minute)
-	for ready := 0; ready < len(runs); {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d ranks finished a first all-reduce within a minute", ready, len(runs))
-		}
-		time.Sleep(50 * time.Millisecond)
-		ready = 0
-		for _, r := range runs {
-			if strings.Contains(r.output(), fmt.Sprintf("ready %d", r.rank)) {
-				ready++
-			}
-		}
-	}
+	awaitReady(t, runs)
 	if err := nw.Hosts()[1].SetLink(false); err != nil {
 		t.Fatal(err)
 	}

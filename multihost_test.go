@@ -303,19 +303,7 @@ func TestMultiHostDeadHost(t *testing.T) {
 			return []string{"GOCOMM_TIMEOUT=" + timeout.String(), "MH_LOST=" + lost}
 		}}.start()
 	// Pull host 1's link once every rank has finished an all-reduce.
-	deadline := time.Now().Add(time.Minute)
-	for ready := 0; ready < len(runs); {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d ranks finished a first all-reduce within a minute", ready, len(runs))
-		}
-		time.Sleep(50 * time.Millisecond)
-		ready = 0
-		for _, r := range runs {
-			if strings.Contains(r.output(), fmt.Sprintf("ready %d", r.rank)) {
-				ready++
-			}
-		}
-	}
+	awaitReady(t, runs)
 	down := time.Now()
 	if err := nw.Hosts()[1].SetLink(false); err != nil {
 		t.Fatal(err)
@@ -351,6 +339,25 @@ func TestMultiHostDeadHost(t *testing.T) {
 }
 
 var failedAt = regexp.MustCompile(`failed at (\S+):`)
+
+// awaitReady waits until every rank has printed "ready <rank>" (after its
+// first all-reduce), for at most a minute.
+func awaitReady(t *testing.T, runs []*rankRun) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for ready := 0; ready < len(runs); {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d ranks finished a first all-reduce within a minute", ready, len(runs))
+		}
+		time.Sleep(50 * time.Millisecond)
+		ready = 0
+		for _, r := range runs {
+			if strings.Contains(r.output(), fmt.Sprintf("ready %d", r.rank)) {
+				ready++
+			}
+		}
+	}
+}
 
 // TestMultiHostUnreachableAddress: a rank that publishes an address other
 // hosts cannot reach (an interface only its own host has), or a loopback
