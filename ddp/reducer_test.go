@@ -113,6 +113,26 @@ func naiveAverage[T comm.Numeric](ctx context.Context, c *comm.Comm, shapes [][]
 }
 
 // checkGrads compares r's gradients with want.
+// stepMatchesNaive runs one synced step (a backward in rng's order, then
+// Wait) and checks its gradients against a per-tensor all-reduce of the
+// same values.
+func stepMatchesNaive[T comm.Numeric](ctx context.Context, c *comm.Comm, r *ddp.Reducer[T], shapes [][]int, rank, step int, rng *rand.Rand) error {
+	if err := backward(ctx, r, rank, step, rng, false); err != nil {
+		return err
+	}
+	if err := r.Wait(ctx); err != nil {
+		return err
+	}
+	want, err := naiveAverage[T](ctx, c, shapes, []int{step})
+	if err != nil {
+		return err
+	}
+	if err := checkGrads(r, want); err != nil {
+		return fmt.Errorf("step %d: %v", step, err)
+	}
+	return nil
+}
+
 func checkGrads[T comm.Numeric](r *ddp.Reducer[T], want [][]T) error {
 	for i := range want {
 		if got := r.Grad(i); !slices.Equal(got, want[i]) {
@@ -135,18 +155,8 @@ func TestReducerMatchesNaive(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(uint64(rank), 1))
 			for step := range 3 {
-				if err := backward(ctx, r, rank, step, rng, false); err != nil {
+				if err := stepMatchesNaive(ctx, c, r, shapesA, rank, step, rng); err != nil {
 					return err
-				}
-				if err := r.Wait(ctx); err != nil {
-					return err
-				}
-				want, err := naiveAverage[float32](ctx, c, shapesA, []int{step})
-				if err != nil {
-					return err
-				}
-				if err := checkGrads(r, want); err != nil {
-					return fmt.Errorf("step %d: %v", step, err)
 				}
 			}
 			return nil
@@ -223,18 +233,8 @@ func stepsMatchNaive[T comm.Numeric](t *testing.T, w []*comm.Comm, opts ddp.Opti
 		}
 		rng := rand.New(rand.NewPCG(uint64(rank), 2))
 		for step := range steps {
-			if err := backward(ctx, r, rank, step, rng, false); err != nil {
+			if err := stepMatchesNaive(ctx, c, r, shapesA, rank, step, rng); err != nil {
 				return err
-			}
-			if err := r.Wait(ctx); err != nil {
-				return err
-			}
-			want, err := naiveAverage[T](ctx, c, shapesA, []int{step})
-			if err != nil {
-				return err
-			}
-			if err := checkGrads(r, want); err != nil {
-				return fmt.Errorf("step %d: %v", step, err)
 			}
 		}
 		return nil
@@ -471,18 +471,8 @@ func TestEmptyBucket(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(uint64(rank), 13))
 			for step := range 3 {
-				if err := backward(ctx, r, rank, step, rng, false); err != nil {
+				if err := stepMatchesNaive(ctx, c, r, shapes, rank, step, rng); err != nil {
 					return err
-				}
-				if err := r.Wait(ctx); err != nil {
-					return err
-				}
-				want, err := naiveAverage[int64](ctx, c, shapes, []int{step})
-				if err != nil {
-					return err
-				}
-				if err := checkGrads(r, want); err != nil {
-					return fmt.Errorf("step %d: %v", step, err)
 				}
 			}
 			return nil
