@@ -81,6 +81,26 @@ var ddpCases = append([]ddpCase{
 		_, err := ddp.New[float32](ctx, c, shapesA, ddp.Options{FirstBucketCapBytes: -5})
 		return err
 	}},
+	{"New", "a negative bucket buffer count", "Options.BucketBuffers is -2", func(ctx context.Context, c *comm.Comm) error {
+		_, err := ddp.New[float32](ctx, c, shapesA, ddp.Options{BucketBuffers: -2})
+		return err
+	}},
+	{"Reducer.Ready", "no_sync with pooled buckets", "SetSync(false) with Options.BucketBuffers", func(ctx context.Context, c *comm.Comm) error {
+		r, err := ddp.New[float32](ctx, c, shapesA, ddp.Options{BucketBuffers: 2})
+		if err != nil {
+			return err
+		}
+		r.SetSync(false)
+		return r.Ready(ctx, 0)
+	}},
+	{"Reducer.Wait", "no_sync with pooled buckets", "SetSync(false) with Options.BucketBuffers", func(ctx context.Context, c *comm.Comm) error {
+		r, err := ddp.New[float32](ctx, c, shapesA, ddp.Options{BucketBuffers: 1})
+		if err != nil {
+			return err
+		}
+		r.SetSync(false)
+		return r.Wait(ctx)
+	}},
 	{"Reducer.Ready", "a negative index", "Ready(-1): there are 10 gradients, 0 to 9", func(ctx context.Context, c *comm.Comm) error {
 		r, err := newReducer(ctx, c)
 		if err != nil {
@@ -187,12 +207,14 @@ func slicesConcat(s ...[]ddpCase) []ddpCase {
 
 // ddpAllowed: exported methods without malformed calls, and why.
 var ddpAllowed = map[string]string{
-	"Reducer.Grad":     "total: nil out of range or on a nil *Reducer (TestTotalMethods)",
-	"Reducer.Shape":    "total: nil out of range, like Grad",
-	"Reducer.Len":      "total: 0 on a nil *Reducer",
-	"Reducer.Buckets":  "total: nil on a nil *Reducer",
-	"Reducer.SetSync":  "total: any bool; nothing on a nil *Reducer",
-	"Reducer.ZeroGrad": "total: nothing on a nil *Reducer",
+	"Reducer.Grad":        "total: nil out of range or on a nil *Reducer (TestTotalMethods)",
+	"Reducer.Shape":       "total: nil out of range, like Grad",
+	"Reducer.Len":         "total: 0 on a nil *Reducer",
+	"Reducer.Buckets":     "total: nil on a nil *Reducer",
+	"Reducer.SetSync":     "total: any bool; nothing on a nil *Reducer",
+	"Reducer.ZeroGrad":    "total: nothing on a nil *Reducer",
+	"Reducer.Spare":       "total: nil without a pool, during a step, or on a nil *Reducer",
+	"Reducer.BucketBytes": "total: 0 on a nil *Reducer",
 }
 
 func TestMalformedCallsCoverTheAPI(t *testing.T) {
@@ -242,7 +264,7 @@ func TestTotalMethods(t *testing.T) {
 	for _, zero := range []*ddp.Reducer[float32]{nil, new(ddp.Reducer[float32])} {
 		zero.SetSync(false)
 		zero.ZeroGrad()
-		if zero.Grad(0) != nil || zero.Shape(0) != nil || zero.Len() != 0 || len(zero.Buckets()) != 0 {
+		if zero.Grad(0) != nil || zero.Shape(0) != nil || zero.Len() != 0 || len(zero.Buckets()) != 0 || zero.Spare() != nil || zero.BucketBytes() != 0 {
 			t.Errorf("a zero Reducer (%p) has gradients", zero)
 		}
 	}

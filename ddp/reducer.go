@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,25 @@ type Options struct {
 	// KeepOrder keeps the buckets New builds instead of rebuilding them
 	// after the first synced step from the order gradients became ready.
 	KeepOrder bool
+	// BucketBuffers, when positive, lends the buckets their memory from a
+	// pool of buffers (each as long as the longest bucket) instead of
+	// giving every bucket its own, so that gradient memory is a few
+	// buckets rather than the whole model, as in DeepSpeed's ZeRO stage 2.
+	// A bucket borrows a buffer, zeroed, when Grad first asks for one of
+	// its gradients in a step (or when it starts, if none did), and gives
+	// it back once its reduction is done. The pool makes up to
+	// BucketBuffers buffers; beyond that Grad waits for the first bucket
+	// being reduced to finish, or, when every buffer is held by a bucket
+	// still filling (gradients arriving far from bucket order), makes one
+	// more rather than wait for buckets that cannot fill (Wait lets the
+	// extra ones go).
+	//
+	// The values then last only from Grad to the end of the bucket's
+	// reduction: the hook must leave its result elsewhere (optim's ZeRO
+	// stage 2 reduce-scatters each bucket into the rank's share), Grad(i)
+	// must be fetched anew in every step before gradient i is written, and
+	// SetSync(false) (accumulating between steps) is refused.
+	BucketBuffers int
 }
 
 // Hook is a communication hook (DDP's register_comm_hook): given a full
@@ -130,6 +150,14 @@ type Reducer[T comm.Numeric] struct {
 
 	mu   sync.Mutex // protects following
 	next int        // the next bucket to start
+
+	// The pool of Options.BucketBuffers: buffers of bufLen elements;
+	// held[k] is the one bucket k holds (nil: none; its Data and its
+	// gradients' views are nil then). With a pool, views are under mu.
+	bufLen int
+	free   [][]T
+	held   [][]T
+	made   int // buffers made, held or free
 }
 
 // New builds a Reducer for gradients of the given shapes (one per
@@ -169,6 +197,7 @@ func New[T comm.Numeric](ctx context.Context, c *comm.Comm, shapes [][]int, opts
 		FirstBucketCapBytes: opts.FirstBucketCapBytes,
 		FindUnused:          opts.FindUnused,
 		KeepOrder:           opts.KeepOrder,
+		BucketBuffers:       opts.BucketBuffers,
 		Shapes:              make([][]int, len(shapes)),
 	}
 	for i, s := range shapes {
@@ -206,6 +235,10 @@ func New[T comm.Numeric](ctx context.Context, c *comm.Comm, shapes [][]int, opts
 // gradients (if any) are copied, and resets the per-bucket step state.
 func (r *Reducer[T]) layOut(groups [][]int) {
 	ls := layouts(groups, r.numel, r.epoch)
+	if r.opts.BucketBuffers > 0 {
+		r.layOutPooled(ls)
+		return
+	}
 	total := 0
 	for _, l := range ls {
 		total += l.Len
@@ -231,6 +264,150 @@ func (r *Reducer[T]) layOut(groups [][]int) {
 	r.resetStep()
 }
 
+// layOutPooled is layOut for pooled bucket memory: no bucket holds a
+// buffer until it is lent one (every buffer is back in the pool when the
+// buckets are laid out), and the buffers are as long as the longest
+// bucket. A bucket of no elements holds an empty slice for good.
+func (r *Reducer[T]) layOutPooled(ls []Layout) {
+	longest := 0
+	buckets := make([]Bucket[T], len(ls))
+	for k, l := range ls {
+		longest = max(longest, l.Len)
+		buckets[k] = Bucket[T]{Layout: l}
+		if l.Len == 0 {
+			buckets[k].Data = []T{}
+		}
+		for _, g := range l.Grads {
+			r.bucketOf[g] = k
+			r.views[g] = buckets[k].Data
+		}
+	}
+	if longest != r.bufLen {
+		r.free, r.made, r.bufLen = nil, 0, longest
+	}
+	r.buckets, r.held = buckets, make([][]T, len(ls))
+	r.pending = make([]atomic.Int32, len(buckets))
+	r.works = make([]*comm.Work, len(buckets))
+	r.resetStep()
+}
+
+// lend gives bucket k (which holds no buffer) a zeroed buffer from the
+// pool. When none is free it takes back the buffers of buckets whose
+// reductions are done; failing that it makes one, up to
+// Options.BucketBuffers, or, if mayWait and a bucket being reduced holds
+// one, waits for the first such reduction to end (with r.mu unlocked);
+// otherwise it makes one more, so that it never waits for buckets that
+// have yet to fill. It returns with r.mu held.
+func (r *Reducer[T]) lend(k int, mayWait bool) {
+	for len(r.free) == 0 {
+		if r.reclaim() > 0 {
+			break
+		}
+		w := r.firstInFlight()
+		if r.made < r.opts.BucketBuffers || !mayWait || w == nil {
+			r.free = append(r.free, make([]T, r.bufLen))
+			r.made++
+			break
+		}
+		r.mu.Unlock()
+		<-w.Done()
+		r.mu.Lock()
+		if r.held[k] != nil {
+			return // another goroutine's Grad lent it one meanwhile
+		}
+	}
+	buf := r.free[len(r.free)-1]
+	r.free = r.free[:len(r.free)-1]
+	b := &r.buckets[k]
+	data := buf[:b.Len:b.Len]
+	clear(data)
+	r.held[k], b.Data = buf, data
+	for j, g := range b.Grads {
+		lo := b.Offsets[j]
+		r.views[g] = data[lo : lo+r.numel[g] : lo+r.numel[g]]
+	}
+}
+
+// reclaim takes back the buffers of the buckets started in this step
+// whose reductions are done, and returns how many. r.mu must be held.
+func (r *Reducer[T]) reclaim() int {
+	n := 0
+	for k := range r.next {
+		if w := r.works[k]; w != nil && r.held[k] != nil && done(w) {
+			r.giveBack(k)
+			n++
+		}
+	}
+	return n
+}
+
+// firstInFlight is the Work of the first bucket started in this step that
+// still holds its buffer, or nil. r.mu must be held.
+func (r *Reducer[T]) firstInFlight() *comm.Work {
+	for k := range r.next {
+		if r.works[k] != nil && r.held[k] != nil {
+			return r.works[k]
+		}
+	}
+	return nil
+}
+
+// giveBack returns bucket k's buffer to the pool. r.mu must be held.
+func (r *Reducer[T]) giveBack(k int) {
+	r.free = append(r.free, r.held[k])
+	r.held[k], r.buckets[k].Data = nil, nil
+	for _, g := range r.buckets[k].Grads {
+		r.views[g] = nil
+	}
+}
+
+// done reports whether w has ended.
+func done(w *comm.Work) bool {
+	select {
+	case <-w.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Spare returns the pool's buffers (Options.BucketBuffers of them, each
+// as long as the longest bucket), for use as scratch memory between
+// steps: after Wait and until the next Grad or Ready, which lend them to
+// buckets again (zeroed). optim's ZeRO stage 2 all-gathers the updated
+// parameters through them. It returns nil without BucketBuffers, and
+// during a step.
+func (r *Reducer[T]) Spare() [][]T {
+	if r == nil || r.opts.BucketBuffers == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mode.Load() != stepIdle || slices.ContainsFunc(r.held, func(b []T) bool { return b != nil }) {
+		return nil
+	}
+	for r.made < r.opts.BucketBuffers {
+		r.free = append(r.free, make([]T, r.bufLen))
+		r.made++
+	}
+	return slices.Clone(r.free)
+}
+
+// BucketBytes is the bucket memory the Reducer holds, in bytes: every
+// bucket's, or with Options.BucketBuffers the pool's buffers made so far.
+func (r *Reducer[T]) BucketBytes() int64 {
+	if r == nil {
+		return 0
+	}
+	size := int64(unsafe.Sizeof(*new(T)))
+	if r.opts.BucketBuffers == 0 {
+		return size * int64(len(r.flat))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return size * int64(r.made) * int64(r.bufLen)
+}
+
 // resetStep makes the Reducer ready for the next step.
 func (r *Reducer[T]) resetStep() {
 	for i := range r.marked {
@@ -252,9 +429,26 @@ func (r *Reducer[T]) resetStep() {
 // until Wait returns. The rebuild after the first synced step moves every
 // gradient (with its values) to new memory: fetch Grad(i) again after
 // that Wait, or simply every step.
+//
+// With Options.BucketBuffers, Grad lends gradient i's bucket a zeroed
+// buffer if it holds none, waiting for a bucket being reduced to give
+// its back when the pool is spent; once the bucket's reduction has
+// started in this step, Grad returns its view until the buffer is given
+// back, then nil. After Wait the views hold nothing; call Grad again
+// before writing in the next step.
 func (r *Reducer[T]) Grad(i int) []T {
 	if r == nil || i < 0 || i >= len(r.views) {
 		return nil
+	}
+	if r.opts.BucketBuffers == 0 {
+		return r.views[i]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := r.bucketOf[i]
+	started := r.mode.Load() == stepSynced && k < r.next
+	if r.buckets[k].Data == nil && !started {
+		r.lend(k, true)
 	}
 	return r.views[i]
 }
@@ -322,12 +516,17 @@ func (r *Reducer[T]) SetSync(on bool) {
 	}
 }
 
-// ZeroGrad sets every gradient to zero. Call it between steps.
+// ZeroGrad sets every gradient to zero. Call it between steps. (Pooled
+// bucket memory is zeroed when it is lent.)
 func (r *Reducer[T]) ZeroGrad() {
 	if r != nil {
 		clear(r.flat)
 	}
 }
+
+// errPooledNoSync is the error of a step with SetSync(false) on pooled
+// bucket memory.
+var errPooledNoSync = fmt.Errorf("%w: ddp: SetSync(false) with Options.BucketBuffers: pooled buckets keep no gradients between steps; accumulate in memory of your own, or leave BucketBuffers 0", comm.ErrInvalid)
 
 // startStep latches the step's mode on its first Ready or Wait and
 // returns it.
@@ -392,6 +591,9 @@ func (r *Reducer[T]) Ready(ctx context.Context, i int) error {
 		return fmt.Errorf("%w: ddp: Ready(%d): nil context: pass context.Background() or one with a deadline", comm.ErrInvalid, i)
 	}
 	mode := r.startStep()
+	if mode == stepLocal && r.opts.BucketBuffers > 0 {
+		return errPooledNoSync
+	}
 	if r.marked[i].Swap(true) {
 		return fmt.Errorf("%w: ddp: Ready(%d): gradient %d %v was already marked ready in this step", comm.ErrInvalid, i, i, r.shapes[i])
 	}
@@ -422,6 +624,9 @@ func (r *Reducer[T]) start(ctx context.Context, k int) {
 	b := &r.buckets[k]
 	if b.Len == 0 {
 		return
+	}
+	if r.opts.BucketBuffers > 0 && r.held[k] == nil {
+		r.lend(k, false) // no gradient of it was fetched: zeros
 	}
 	w := r.hook(ctx, r.c, b)
 	if w == nil {
@@ -460,6 +665,11 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 	defer func() { r.steps++ }()
 	if mode == stepLocal {
 		r.mu.Lock()
+		if r.opts.BucketBuffers > 0 {
+			r.resetStep()
+			r.mu.Unlock()
+			return errPooledNoSync
+		}
 		for i := range r.marked {
 			r.used[i] = r.used[i] || r.marked[i].Load()
 		}
@@ -496,6 +706,22 @@ func (r *Reducer[T]) Wait(ctx context.Context) error {
 
 	if err := r.waitBuckets(ctx, r.works); err != nil {
 		return r.fail(err)
+	}
+	if r.opts.BucketBuffers > 0 {
+		r.mu.Lock()
+		for k := range r.held {
+			if r.held[k] != nil {
+				r.giveBack(k)
+			}
+		}
+		// Buffers made past the pool's size (gradients that came far from
+		// bucket order) go, so that they do not outlast the step.
+		for r.made > r.opts.BucketBuffers && len(r.free) > 0 {
+			r.free[len(r.free)-1] = nil
+			r.free = r.free[:len(r.free)-1]
+			r.made--
+		}
+		r.mu.Unlock()
 	}
 	clear(r.used)
 	if !r.rebuilt && !r.opts.KeepOrder {

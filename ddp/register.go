@@ -24,6 +24,7 @@ type registration struct {
 	FirstBucketCapBytes int
 	FindUnused          bool
 	KeepOrder           bool
+	BucketBuffers       int
 	Shapes              [][]int
 }
 
@@ -77,6 +78,8 @@ func (g *registration) validate(elemSize int) error {
 		return fmt.Errorf("Options.BucketCapBytes is %d: pass 0 for the default or a positive size", g.BucketCapBytes)
 	case g.FirstBucketCapBytes < 0:
 		return fmt.Errorf("Options.FirstBucketCapBytes is %d: pass 0 for the default or a positive size", g.FirstBucketCapBytes)
+	case g.BucketBuffers < 0:
+		return fmt.Errorf("Options.BucketBuffers is %d: pass 0 (every bucket its own memory) or a positive count", g.BucketBuffers)
 	}
 	limit := maxBytes / int64(elemSize)
 	total := int64(0)
@@ -103,6 +106,7 @@ func (g *registration) digest() [sha256.Size]byte {
 	put(g.BucketCapBytes)
 	put(g.FirstBucketCapBytes)
 	b = append(b, boolByte(g.FindUnused), boolByte(g.KeepOrder))
+	put(g.BucketBuffers)
 	put(len(g.Shapes))
 	for _, s := range g.Shapes {
 		put(len(s))
@@ -179,6 +183,7 @@ func describeMismatch(regs []registration, elemSize int) string {
 	field("Options.FirstBucketCapBytes", func(g *registration) string { return strconv.Itoa(g.FirstBucketCapBytes) })
 	field("Options.FindUnused", func(g *registration) string { return strconv.FormatBool(g.FindUnused) })
 	field("Options.KeepOrder", func(g *registration) string { return strconv.FormatBool(g.KeepOrder) })
+	field("Options.BucketBuffers", func(g *registration) string { return strconv.Itoa(g.BucketBuffers) })
 	counted := field("gradient count", func(g *registration) string { return strconv.Itoa(len(g.Shapes)) })
 	most := 0
 	for r := range regs {

@@ -185,6 +185,13 @@ var optimCases = []optimCase{
 		}
 		return z.Step(ctx)
 	}},
+	{"Zero.GradBytes", "a nil *Zero", "nil *Zero", func(ctx context.Context, _ *comm.Comm) error {
+		var z *optim.Zero
+		if z.GradBytes() != 0 {
+			return errors.New("GradBytes of a nil *Zero is not 0")
+		}
+		return z.Step(ctx)
+	}},
 }
 
 func TestMalformedCallsCoverTheAPI(t *testing.T) {

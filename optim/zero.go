@@ -20,7 +20,9 @@ type ZeroConfig struct {
 	// Buckets configure the gradient Reducer that Zero builds (bucket
 	// caps, FindUnused); the zero value is DDP's defaults. KeepOrder is
 	// always on: each rank's share of every bucket is fixed at NewZero,
-	// and so is the layout of the optimizer state that follows it.
+	// and so is the layout of the optimizer state that follows it. Stage
+	// 2 lends the buckets their memory from a pool (BucketBuffers; 0 means
+	// 2): one bucket fills while the one before it is reduce-scattered.
 	Buckets ddp.Options
 }
 
@@ -43,12 +45,14 @@ func (c ZeroConfig) validate() error {
 //
 // Zero keeps the parameter slices given to NewZero and updates them in
 // place on every Step; every rank holds all of them (only the optimizer
-// state and, in stage 2, the reduced gradients are partitioned). It owns
-// the gradients: Grad(i) is gradient i's memory, a view into a bucket of
-// its ddp.Reducer. Between Steps the caller fills them (backward) and
-// marks each final with Ready; Step then finishes the reduction, updates
-// this rank's share of the parameters and all-gathers them, so that every
-// rank ends the step with the same bits.
+// state and, in stage 2, the gradients are partitioned). It owns the
+// gradients: Grad(i) is gradient i's memory, a view into a bucket of its
+// ddp.Reducer. Between Steps the caller fills them (backward) and marks
+// each final with Ready; Step then finishes the reduction, updates this
+// rank's share of the parameters and all-gathers them, so that every rank
+// ends the step with the same bits. In stage 2 a bucket's memory is lent
+// for the step only: fetch Grad(i) in every step, just before writing
+// gradient i, and do not touch it after Ready(i).
 //
 // Ready may be called from several goroutines; Step and the other methods
 // may not run concurrently with each other or with Ready. No other
@@ -78,8 +82,8 @@ type zeroBucket struct {
 	m, v   []float32     // the share's moments (views into Zero.m, Zero.v)
 	g      []float32     // stage 2: the share's reduced gradient (a view into Zero.g)
 	// data is the bucket's memory, as the hook last saw it: the local
-	// gradients, reduced in place in stage 1, and the staging buffer of
-	// the parameters' all-gather.
+	// gradients, reduced in place in stage 1 and then the staging buffer
+	// of the parameters' all-gather; in stage 2 memory lent for the step.
 	data []float32
 }
 
@@ -110,6 +114,9 @@ func NewZero(ctx context.Context, c *comm.Comm, cfg ZeroConfig, params ...[]floa
 		shapes[i] = []int{len(p)}
 	}
 	cfg.Buckets.KeepOrder = true
+	if cfg.Stage == 2 && cfg.Buckets.BucketBuffers == 0 {
+		cfg.Buckets.BucketBuffers = 2
+	}
 	red, err := ddp.New[float32](ctx, c, shapes, cfg.Buckets)
 	if err != nil {
 		return nil, err // it names ddp.New and what to fix
@@ -232,48 +239,65 @@ func (z *Zero) Step(ctx context.Context) error {
 	t := z.t + 1
 	co := newCoefficients(z.cfg.Config, t, t)
 	rank := z.c.Rank()
-	works := make([]*comm.Work, 0, len(z.buckets))
+	// Stage 1 all-gathers each bucket in its own memory; stage 2 through
+	// the Reducer's spare buffers, taking turns: bucket k's all-gather
+	// must end before bucket k+len(staging) reuses its buffer.
+	var staging [][]float32
+	if z.cfg.Stage == 2 {
+		staging = z.red.Spare()
+	}
+	works := make([]*comm.Work, len(z.buckets))
+	gathered := make([][]float32, len(z.buckets))
 	var err error
-	for _, b := range z.buckets {
-		if b.n == 0 {
-			works = append(works, nil) // the Reducer starts no collective for it
-			continue
+	finish := func(k int) { // waits for bucket k's all-gather and copies it into the parameters
+		w := works[k]
+		if w == nil {
+			return
 		}
-		if len(b.data) != b.n {
+		works[k] = nil
+		if werr := w.Wait(); werr != nil {
+			if err == nil {
+				err = fmt.Errorf("optim: Zero step %d: all-gathering the parameters of bucket %d: %w", t, k, werr)
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+		for _, pc := range z.buckets[k].pieces {
+			copy(z.params[pc.grad], gathered[k][pc.off:pc.off+pc.n])
+		}
+	}
+	for k, b := range z.buckets {
+		if b.n == 0 {
+			continue // the Reducer starts no collective for it
+		}
+		if len(b.data) != b.n || (z.cfg.Stage == 2 && len(staging) == 0) {
 			// The other ranks would wait for this bucket's all-gather.
 			err = fmt.Errorf("optim: ZeRO: bucket %d was never reduced", b.index)
 			z.c.Abort(err)
 			break
 		}
-		share := b.data[b.start : b.start+b.counts[rank]]
-		g := share // stage 1: the average, in place
-		if z.g != nil {
-			g = b.g
+		buf, g := b.data, b.g
+		if staging != nil {
+			if k >= len(staging) {
+				finish(k - len(staging))
+			}
+			buf = staging[k%len(staging)][:b.n]
+		}
+		share := buf[b.start : b.start+b.counts[rank]]
+		if g == nil {
+			g = share // stage 1: the average, in place
 		}
 		for _, s := range b.segs {
 			p, end := z.params[s.grad][s.from:s.to], s.at+s.to-s.from
 			adamStep(co, p, b.m[s.at:end], b.v[s.at:end], g[s.at:end])
 			copy(share[s.at:end], p)
 		}
-		works = append(works, comm.StartAllGatherV(ctx, z.c, share, b.data, b.counts))
+		gathered[k], works[k] = buf, comm.StartAllGatherV(ctx, z.c, share, buf, b.counts)
 	}
-	for k, w := range works {
-		if w == nil {
-			continue
-		}
-		if werr := w.Wait(); werr != nil {
-			if err == nil {
-				err = fmt.Errorf("optim: Zero step %d: all-gathering the parameters of bucket %d: %w", t, k, werr)
-			}
-			continue
-		}
-		if err != nil {
-			continue
-		}
-		b := z.buckets[k]
-		for _, pc := range b.pieces {
-			copy(z.params[pc.grad], b.data[pc.off:pc.off+pc.n])
-		}
+	for k := range works {
+		finish(k)
 	}
 	if err != nil {
 		z.failed = err
@@ -302,12 +326,21 @@ func (z *Zero) Stage() int {
 
 // StateBytes returns the bytes of optimizer state this rank holds: its
 // share of both moments, about 1/Size() of an Adam's over the same
-// parameters (Adam.StateBytes). The reduced-gradient share of stage 2
-// (half as much again) is not counted: it replaces the full averaged
-// gradient, not the state.
+// parameters (Adam.StateBytes). Gradient memory is GradBytes.
 func (z *Zero) StateBytes() int64 {
 	if z == nil {
 		return 0
 	}
 	return 4 * int64(len(z.m)+len(z.v))
+}
+
+// GradBytes returns the bytes of gradient memory this rank holds: in
+// stage 1 every gradient, in the Reducer's buckets; in stage 2 the
+// buckets' pool (Buckets.BucketBuffers buffers of the longest bucket) and
+// the rank's share of the averaged gradients, about 1/Size() of them.
+func (z *Zero) GradBytes() int64 {
+	if z == nil {
+		return 0
+	}
+	return z.red.BucketBytes() + 4*int64(len(z.g))
 }

@@ -18,8 +18,10 @@ import (
 // them. A step is marking every gradient ready (each refilled first, as
 // backward would) and stepping; there is no backward to overlap with, so
 // this is the cost of the communication and the update alone. state-B/rank
-// is the optimizer state each rank holds (StateBytes), heap-B/rank what its
-// optimizer, Reducer and gradients added to the heap.
+// is the optimizer state each rank holds (StateBytes), grad-B/rank its
+// gradient memory after the steps (GradBytes; the Reducer's buckets for
+// DDP), heap-B/rank what its optimizer, Reducer and gradients added to the
+// heap when made (stage 2's bucket pool is made in the first step).
 func BenchmarkZeroStep(b *testing.B) {
 	const ranks, tensors, perTensor = 2, 16, 1 << 20 // 64 MiB of float32
 	for _, mode := range []string{"zero2", "allreduce+adam", "zero1"} {
@@ -35,6 +37,7 @@ func BenchmarkZeroStep(b *testing.B) {
 				ready func(ctx context.Context, i int) error
 				step  func(ctx context.Context) error
 				state int64
+				grads func() int64
 			}
 			rs := make([]ranker, ranks)
 			var before, after runtime.MemStats
@@ -51,7 +54,7 @@ func BenchmarkZeroStep(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					rs[r] = ranker{z.Grad, z.Ready, z.Step, z.StateBytes()}
+					rs[r] = ranker{z.Grad, z.Ready, z.Step, z.StateBytes(), z.GradBytes}
 					return nil
 				}
 				red, err := ddp.New[float32](ctx, c, [][]int{{perTensor}, {perTensor}, {perTensor}, {perTensor}, {perTensor}, {perTensor},
@@ -72,7 +75,7 @@ func BenchmarkZeroStep(b *testing.B) {
 						grads[i] = red.Grad(i)
 					}
 					return a.Step(grads...)
-				}, a.StateBytes()}
+				}, a.StateBytes(), red.BucketBytes}
 				return nil
 			}))
 			runtime.GC()
@@ -101,6 +104,7 @@ func BenchmarkZeroStep(b *testing.B) {
 			}))
 			b.ReportMetric(float64(rs[0].state), "state-B/rank")
 			b.ReportMetric(float64(heap), "heap-B/rank")
+			b.ReportMetric(float64(rs[0].grads()), "grad-B/rank")
 		})
 	}
 }

@@ -229,6 +229,70 @@ func TestZeroStateIsPartitioned(t *testing.T) {
 	}
 }
 
+// Stage 2 holds no gradient in full: with gradients produced in
+// backward's order, its gradient memory is the Reducer's pool (two
+// buffers of the longest bucket) and its share of the averages, against
+// every gradient in stage 1; and both stages take the same steps.
+func TestZeroStage2GradMemory(t *testing.T) {
+	shapes := make([]int, 24)
+	for i := range shapes {
+		shapes[i] = 3000 + i
+	}
+	caps := ddp.Options{BucketCapBytes: 16 << 10, FirstBucketCapBytes: 4 << 10}
+	total := 0
+	for _, n := range shapes {
+		total += n
+	}
+	for _, transport := range []string{"tcp", "shm"} {
+		t.Run(transport, func(t *testing.T) {
+			w := openWorld(t, transport, 2)
+			ctx := testkit.Context(t, time.Minute)
+			params := [3][][][]float32{nil, make([][][]float32, 2), make([][][]float32, 2)} // stage, rank, tensor
+			testkit.NoErrors(t, testkit.OnEveryRank(w, func(r int, c *comm.Comm) error {
+				for _, stage := range []int{1, 2} {
+					ps := zeroParams(shapes)
+					z, err := NewZero(ctx, c, ZeroConfig{Config: Config{LR: 0.01}, Stage: stage, Buckets: caps}, ps...)
+					if err != nil {
+						return err
+					}
+					for s := range 3 {
+						for i := len(shapes) - 1; i >= 0; i-- {
+							localGrads(r*100+i, s, z.Grad(i))
+							if err := z.Ready(ctx, i); err != nil {
+								return err
+							}
+						}
+						if err := z.Step(ctx); err != nil {
+							return err
+						}
+					}
+					got, share := z.GradBytes(), int64(4*((total+1)/2))
+					switch {
+					case stage == 1 && got != int64(4*total):
+						return fmt.Errorf("stage 1 holds %d B of gradients, want all %d B", got, 4*total)
+					case stage == 2 && (got > 2*16<<10+share+8 || 3*got > 2*int64(4*total)):
+						return fmt.Errorf("stage 2 holds %d B of gradients: want at most 2 buckets (%d B) and a share (%d B), of %d B", got, 2*16<<10, share, 4*total)
+					}
+					if r == 0 {
+						t.Logf("stage %d: %d B of gradient memory of %d B of gradients", stage, got, 4*total)
+					}
+					params[stage][r] = ps
+				}
+				return nil
+			}))
+			for r := range params[2] {
+				for i := range shapes {
+					for j, x := range params[2][r][i] {
+						if y := params[1][r][i][j]; math.Abs(float64(x-y)) > 1e-5 {
+							t.Fatalf("rank %d tensor %d [%d]: stage 2 %v, stage 1 %v", r, i, j, x, y)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // Bad configurations are errors that say what to fix.
 func TestNewZeroRejectsBadInput(t *testing.T) {
 	w := openWorld(t, "inproc", 1)
