@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gocomm/comm/algo"
@@ -71,7 +72,11 @@ func boardEligible(c *Comm, req *backend.Request) bool {
 // broadcast from its limits below (Board.Broadcast), an all-to-all of even
 // counts (Board.AllToAll), an all-gather above the board's limit
 // (Board.AllGather), a reduce-scatter of even counts
-// (Board.ReduceScatter); no algorithm forced, no user-defined op.
+// (Board.ReduceScatter), and the V forms of all-gather and reduce-scatter
+// (Board.AllGatherV, Board.ReduceScatterV) of any counts but none; no
+// algorithm forced, no user-defined op. The decision rests on what every
+// rank's call holds alike (kind, counts, total length), so that every
+// rank takes the same path.
 func stageEligible(c *Comm, req *backend.Request) bool {
 	var ok bool
 	switch req.Kind {
@@ -83,6 +88,8 @@ func stageEligible(c *Comm, req *backend.Request) bool {
 		ok = len(req.Recv) > 0
 	case core.KindAllGather:
 		ok = len(req.Send) > boardAllGatherMax
+	case core.KindAllGatherV, core.KindReduceScatterV:
+		ok = slices.ContainsFunc(req.Counts, func(n int) bool { return n > 0 })
 	}
 	return ok && unforced(c, req)
 }
@@ -122,10 +129,14 @@ func (c *Comm) runOnStage(ctx context.Context, req *backend.Request) error {
 		err = c.board.AllGather(ctx, req.Seq, sig, req.Send, req.Recv)
 	case core.KindReduceScatter:
 		err = c.board.ReduceScatter(ctx, req.Seq, sig, req.Send, req.Recv, req.DType.Size(), stageFold(req))
+	case core.KindAllGatherV:
+		err = c.board.AllGatherV(ctx, req.Seq, sig, req.Send, req.Recv, req.Counts, req.DType.Size())
+	case core.KindReduceScatterV:
+		err = c.board.ReduceScatterV(ctx, req.Seq, sig, req.Send, req.Recv, req.Counts, req.DType.Size(), stageFold(req))
 	default:
 		err = c.allReduceOnStage(ctx, req, sig)
 	}
-	if err == nil && req.Op == core.Avg && (req.Kind == core.KindAllReduce || req.Kind == core.KindReduceScatter) {
+	if err == nil && req.Op == core.Avg && (req.Kind == core.KindAllReduce || req.Kind == core.KindReduceScatter || req.Kind == core.KindReduceScatterV) {
 		err = kernel.Divide(req.DType, req.Recv, c.size)
 	}
 	if err != nil {

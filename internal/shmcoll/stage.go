@@ -103,6 +103,8 @@ type stage struct {
 	srcs   [][]byte  // the fold's sources, reused
 	mine   []byte    // this rank's share of its stripe, set aside when in place
 	own    []byte    // a reduce-scatter's piece of its own block, set aside when in place
+	starts []int     // the blocks of a V collective, reused (blocksOf)
+	lens   []int
 }
 
 // Fold reduces srcs (one per rank, in rank order, of equal length) into

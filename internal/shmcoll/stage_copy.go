@@ -3,6 +3,7 @@ package shmcoll
 import (
 	"context"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/gocomm/comm/core"
@@ -112,7 +113,7 @@ func (b *Board) AllToAll(ctx context.Context, seq uint64, sig core.Signature, se
 	}
 	defer b.seg.Release()
 	blk := len(send) / b.n
-	return b.stageBlocks(&w, send, blk, func(s, off, m int) error {
+	return b.stageBlocks(&w, send, evenBlocks(blk), func(s, off, m int) error {
 		own := b.me*blk + off
 		copy(recv[own:own+m], send[own:own+m])
 		for i := 1; i < b.n; i++ {
@@ -138,10 +139,29 @@ func (b *Board) AllToAll(ctx context.Context, seq uint64, sig core.Signature, se
 // copies it into its own block of recv, and copies every peer's out of
 // the peer's slot.
 func (b *Board) AllGather(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte) error {
-	blk := len(send)
-	if len(recv) != b.n*blk {
+	if len(recv) != b.n*len(send) {
 		return fmt.Errorf("comm: transport: stage all-gather of %d bytes into %d among %d ranks", len(send), len(recv), b.n)
 	}
+	return b.allGather(ctx, seq, sig, send, recv, evenBlocks(len(send)))
+}
+
+// AllGatherV is AllGather with blocks of counts[r] elements of elem
+// bytes from rank r, one after another in recv; send is this rank's
+// counts[rank] elements.
+func (b *Board) AllGatherV(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, counts []int, elem int) error {
+	bl, err := b.blocksOf(counts, elem, len(recv))
+	if err != nil {
+		return fmt.Errorf("comm: transport: stage all-gather-v into %d bytes: %v", len(recv), err)
+	}
+	if _, n := bl.at(b.me); n != len(send) {
+		return fmt.Errorf("comm: transport: stage all-gather-v of %d bytes where rank %d's block is %d", len(send), b.me, n)
+	}
+	return b.allGather(ctx, seq, sig, send, recv, bl)
+}
+
+// allGather is AllGather and AllGatherV: every rank runs as many chunks
+// as the longest block needs, and copies of each block what remains of it.
+func (b *Board) allGather(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, bl blocks) error {
 	w, err := b.stageOpen(ctx, seq, sig)
 	if err != nil {
 		return err
@@ -149,27 +169,35 @@ func (b *Board) AllGather(ctx context.Context, seq uint64, sig core.Signature, s
 	defer b.seg.Release()
 	st := &b.st
 	me := &st.blk[b.me]
-	for off := 0; off < blk || off == 0; off += stageCopyChunk {
-		m := min(stageCopyChunk, blk-off)
+	span := bl.longest()
+	for off := 0; off < span || off == 0; off += stageCopyChunk {
 		s, err := b.stageBegin(&w)
 		if err != nil {
 			return err
 		}
 		first := st.first[s]
-		kernel.CopyShared(me.slot[s][:m], send[off:off+m])
+		mine := bl.piece(b.me, off, stageCopyChunk)
+		own, _ := bl.at(b.me)
+		if mine > 0 {
+			kernel.CopyShared(me.slot[s][:mine], send[off:off+mine])
+		}
 		b.stageHeader(&w, s)
 		b.stageStep(first)
-		own := b.me*blk + off
-		copy(recv[own:own+m], send[off:off+m])
+		if mine > 0 {
+			copy(recv[own+off:][:mine], send[off:off+mine])
+		}
 		for i := 1; i < b.n; i++ {
 			r := (b.me + i) % b.n
 			if err := b.stageWait(&w, r, s, first); err != nil {
 				return err
 			}
-			copy(recv[r*blk+off:][:m], st.blk[r].slot[s][:m])
+			if at, _ := bl.at(r); bl.piece(r, off, stageCopyChunk) > 0 {
+				m := bl.piece(r, off, stageCopyChunk)
+				copy(recv[at+off:][:m], st.blk[r].slot[s][:m])
+			}
 		}
 		b.stageStep(first + 1)
-		if off+m == blk {
+		if off+stageCopyChunk >= span {
 			break
 		}
 	}
@@ -195,22 +223,41 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig core.Signatur
 	if elem <= 0 || cacheLine%elem != 0 || blk%elem != 0 {
 		return fmt.Errorf("comm: transport: stage reduce-scatter of %d-byte blocks in elements of %d", blk, elem)
 	}
+	return b.reduceScatter(ctx, seq, sig, send, recv, evenBlocks(blk), fold)
+}
+
+// ReduceScatterV is ReduceScatter with blocks of counts[r] elements of
+// elem bytes for rank r, one after another in send; recv is this rank's
+// counts[rank] elements.
+func (b *Board) ReduceScatterV(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, counts []int, elem int, fold Fold) error {
+	if elem <= 0 || cacheLine%elem != 0 {
+		return fmt.Errorf("comm: transport: stage reduce-scatter-v in elements of %d", elem)
+	}
+	bl, err := b.blocksOf(counts, elem, len(send))
+	if err != nil {
+		return fmt.Errorf("comm: transport: stage reduce-scatter-v of %d bytes: %v", len(send), err)
+	}
+	if _, n := bl.at(b.me); n != len(recv) {
+		return fmt.Errorf("comm: transport: stage reduce-scatter-v into %d bytes where rank %d's block is %d", len(recv), b.me, n)
+	}
+	return b.reduceScatter(ctx, seq, sig, send, recv, bl, fold)
+}
+
+// reduceScatter is ReduceScatter and ReduceScatterV.
+func (b *Board) reduceScatter(ctx context.Context, seq uint64, sig core.Signature, send, recv []byte, bl blocks, fold Fold) error {
 	w, err := b.stageOpen(ctx, seq, sig)
 	if err != nil {
 		return err
 	}
 	defer b.seg.Release()
 	st := &b.st
-	own := send[b.me*blk : (b.me+1)*blk]
-	overlap := blk > 0 && overlaps(own, recv)
+	at, n := bl.at(b.me)
+	own := send[at : at+n]
+	overlap := n > 0 && overlaps(own, recv)
 	if overlap && len(st.own) < stagePiece(b.n) {
 		st.own = make([]byte, stagePiece(b.n))
 	}
-	return b.stageBlocks(&w, send, blk, func(s, off, m int) error {
-		st.srcs[b.me] = own[off : off+m]
-		if overlap {
-			st.srcs[b.me] = st.own[:copy(st.own, own[off:off+m])]
-		}
+	return b.stageBlocks(&w, send, bl, func(s, off, m int) error {
 		for r := range b.n {
 			if r != b.me {
 				p, err := b.peerPiece(&w, r, s, m)
@@ -220,8 +267,72 @@ func (b *Board) ReduceScatter(ctx context.Context, seq uint64, sig core.Signatur
 				st.srcs[r] = p
 			}
 		}
+		if m == 0 {
+			return nil // this rank's block has ended; the peers' have not
+		}
+		st.srcs[b.me] = own[off : off+m]
+		if overlap {
+			st.srcs[b.me] = st.own[:copy(st.own, own[off:off+m])]
+		}
 		return fold(recv[off:off+m], nil, st.srcs)
 	})
+}
+
+// blocks places one block per rank in a buffer: uniform blocks of blk
+// bytes (lens nil), or block d at starts[d], lens[d] bytes.
+type blocks struct {
+	blk          int
+	starts, lens []int
+}
+
+// evenBlocks are blocks of blk bytes each.
+func evenBlocks(blk int) blocks { return blocks{blk: blk} }
+
+// blocksOf lays out blocks of counts[d] elements of elem bytes, one after
+// another, in a buffer of total bytes, in slices the board reuses.
+func (b *Board) blocksOf(counts []int, elem, total int) (blocks, error) {
+	if len(counts) != b.n {
+		return blocks{}, fmt.Errorf("%d counts among %d ranks", len(counts), b.n)
+	}
+	st := &b.st
+	if len(st.starts) != b.n {
+		st.starts, st.lens = make([]int, b.n), make([]int, b.n)
+	}
+	at := 0
+	for d, c := range counts {
+		if c < 0 {
+			return blocks{}, fmt.Errorf("count %d for rank %d", c, d)
+		}
+		st.starts[d], st.lens[d] = at, c*elem
+		at += c * elem
+	}
+	if at != total {
+		return blocks{}, fmt.Errorf("counts %v of %d-byte elements make %d bytes", counts, elem, at)
+	}
+	return blocks{starts: st.starts, lens: st.lens}, nil
+}
+
+// at is where block d starts and its length.
+func (bl blocks) at(d int) (start, n int) {
+	if bl.lens == nil {
+		return d * bl.blk, bl.blk
+	}
+	return bl.starts[d], bl.lens[d]
+}
+
+// longest is the longest block's length.
+func (bl blocks) longest() int {
+	if bl.lens == nil {
+		return bl.blk
+	}
+	return slices.Max(bl.lens)
+}
+
+// piece is how much of block d a chunk of at most size bytes from off
+// carries: none once the block has ended.
+func (bl blocks) piece(d, off, size int) int {
+	_, n := bl.at(d)
+	return max(0, min(size, n-off))
 }
 
 // stageOpen starts a stage collective: it holds the mapping (the caller
@@ -239,16 +350,18 @@ func (b *Board) stageOpen(ctx context.Context, seq uint64, sig core.Signature) (
 func stagePiece(n int) int { return stageCopyChunk / (n - 1) / cacheLine * cacheLine }
 
 // stageBlocks runs the chunks of a collective in which rank d gets block
-// d (blk bytes) of every rank's send: in each chunk a rank posts its
+// d of every rank's send (placed by bl): in each chunk a rank posts its
 // piece of every peer's block (its piece for the peer d places after it
 // at (d-me-1) mod n pieces into its slot s), then take uses the chunk's
-// pieces (at off, m bytes each; peerPiece gives the peers').
-func (b *Board) stageBlocks(w *boardWait, send []byte, blk int, take func(s, off, m int) error) error {
+// pieces of its own block (at off, m bytes each; peerPiece gives the
+// peers'). Every rank runs as many chunks as the longest block needs; a
+// block that has ended has pieces of no bytes.
+func (b *Board) stageBlocks(w *boardWait, send []byte, bl blocks, take func(s, off, m int) error) error {
 	st := &b.st
 	me := &st.blk[b.me]
 	piece := stagePiece(b.n)
-	for off := 0; off < blk || off == 0; off += piece {
-		m := min(piece, blk-off)
+	span := bl.longest()
+	for off := 0; off < span || off == 0; off += piece {
 		s, err := b.stageBegin(w)
 		if err != nil {
 			return err
@@ -256,15 +369,18 @@ func (b *Board) stageBlocks(w *boardWait, send []byte, blk int, take func(s, off
 		first := st.first[s]
 		for i := 1; i < b.n; i++ {
 			d := (b.me + i) % b.n
-			kernel.CopyShared(me.slot[s][(i-1)*piece:][:m], send[d*blk+off:][:m])
+			if m := bl.piece(d, off, piece); m > 0 {
+				at, _ := bl.at(d)
+				kernel.CopyShared(me.slot[s][(i-1)*piece:][:m], send[at+off:][:m])
+			}
 		}
 		b.stageHeader(w, s)
 		b.stageStep(first)
-		if err := take(s, off, m); err != nil {
+		if err := take(s, off, bl.piece(b.me, off, piece)); err != nil {
 			return err
 		}
 		b.stageStep(first + 1)
-		if off+m == blk {
+		if off+piece >= span {
 			break
 		}
 	}

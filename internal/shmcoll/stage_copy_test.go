@@ -21,7 +21,7 @@ func TestStageCopyCollectives(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			onEveryBoard(t, shmWorld(t, n), func(r int, b *Board) error {
-				return stageCopyRank(t, b, r, n, 5*len(sizes), sizes)
+				return stageCopyRank(t, b, r, n, 7*len(sizes), sizes)
 			})
 		})
 	}
@@ -32,7 +32,7 @@ func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
 	for op := range ops {
 		size := sizes[op%len(sizes)] / 8 * 8
 		seq++
-		switch op % 5 {
+		switch op % 7 {
 		case 0: // broadcast, then a board exchange
 			root := op % n
 			buf := make([]byte, size)
@@ -121,6 +121,58 @@ func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
 					return fmt.Errorf("op %d, reduce-scatter of %d-byte blocks (in place %v): word %d is %#x, want %#x", op, blk, op%2 == 0, i/8, got, want)
 				}
 			}
+		case 5: // all-gather-v of uneven blocks (one empty), in place every other time
+			counts, at := unevenCounts(size, n, op), 0
+			recv := make([]byte, 8*sum(counts))
+			for q := range r {
+				at += 8 * counts[q]
+			}
+			send := make([]byte, 8*counts[r])
+			if op%2 == 0 {
+				send = recv[at : at+len(send)]
+			}
+			for i := 0; i < len(send); i += 8 {
+				binary.LittleEndian.PutUint64(send[i:], stageWord(op, r, i/8))
+			}
+			if err := b.AllGatherV(tctx(t), seq, boardTestSig(len(recv)), send, recv, counts, 8); err != nil {
+				return fmt.Errorf("op %d, all-gather-v of %v: %v", op, counts, err)
+			}
+			at = 0
+			for q := range n {
+				for i := range counts[q] {
+					if got, want := binary.LittleEndian.Uint64(recv[at+8*i:]), stageWord(op, q, i); got != want {
+						return fmt.Errorf("op %d, all-gather-v of %v (in place %v): word %d of block %d is %#x, want %#x", op, counts, op%2 == 0, i, q, got, want)
+					}
+				}
+				at += 8 * counts[q]
+			}
+		case 6: // reduce-scatter-v of uneven blocks (one empty), into its own block of send every other time
+			counts, at := unevenCounts(size, n, op), 0
+			for q := range r {
+				at += 8 * counts[q]
+			}
+			send := make([]byte, 8*sum(counts))
+			for d, o := range offsetsOf(counts) {
+				for i := range counts[d] {
+					binary.LittleEndian.PutUint64(send[8*(o+i):], stageWord(op, r, d<<20|i))
+				}
+			}
+			recv := make([]byte, 8*counts[r])
+			if op%2 == 0 {
+				recv = send[at : at+len(recv)]
+			}
+			if err := b.ReduceScatterV(tctx(t), seq, boardTestSig(len(send)), send, recv, counts, 8, plainSum); err != nil {
+				return fmt.Errorf("op %d, reduce-scatter-v of %v: %v", op, counts, err)
+			}
+			for i := range counts[r] {
+				var want uint64
+				for q := range n {
+					want += stageWord(op, q, r<<20|i)
+				}
+				if got := binary.LittleEndian.Uint64(recv[8*i:]); got != want {
+					return fmt.Errorf("op %d, reduce-scatter-v of %v (in place %v): word %d is %#x, want %#x", op, counts, op%2 == 0, i, got, want)
+				}
+			}
 		case 2: // all-reduce
 			size = max(size, BoardBytes+8)
 			send := make([]byte, size)
@@ -137,6 +189,37 @@ func stageCopyRank(t *testing.T, b *Board, r, n, ops int, sizes []int) error {
 		}
 	}
 	return nil
+}
+
+// unevenCounts are per-rank element counts for a V collective of about
+// size bytes per rank: rank d's grows with d, and the last rank's is empty
+// every other op, so that blocks end in different chunks.
+func unevenCounts(size, n, op int) []int {
+	counts := make([]int, n)
+	for d := range counts {
+		counts[d] = size/8*(d+1)/n + d
+	}
+	if op%2 == 0 {
+		counts[n-1] = 0
+	}
+	return counts
+}
+
+func sum(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// offsetsOf is where each block of counts starts, in elements.
+func offsetsOf(counts []int) []int {
+	offs := make([]int, len(counts))
+	for d := 1; d < len(counts); d++ {
+		offs[d] = offs[d-1] + counts[d-1]
+	}
+	return offs
 }
 
 // TestStageCopyMismatch: a broadcast or all-to-all beside a peer that runs
