@@ -191,8 +191,8 @@ func (b *Board) allGather(ctx context.Context, seq uint64, sig core.Signature, s
 			if err := b.stageWait(&w, r, s, first); err != nil {
 				return err
 			}
-			if at, _ := bl.at(r); bl.piece(r, off, stageCopyChunk) > 0 {
-				m := bl.piece(r, off, stageCopyChunk)
+			if m := bl.piece(r, off, stageCopyChunk); m > 0 {
+				at, _ := bl.at(r)
 				copy(recv[at+off:][:m], st.blk[r].slot[s][:m])
 			}
 		}
