@@ -269,11 +269,11 @@ func parseEtcd(s string) (Rendezvous, error) {
 		if err != nil || host == "" {
 			return bad("endpoint " + strconv.Quote(hp) + " is not host:port")
 		}
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 1 || p > 65535 {
+		ep, err := MasterHostPort(host, port)
+		if err != nil {
 			return bad("endpoint " + strconv.Quote(hp) + " has no TCP port (1-65535)")
 		}
-		r.Endpoints = append(r.Endpoints, net.JoinHostPort(host, strconv.Itoa(p)))
+		r.Endpoints = append(r.Endpoints, ep)
 	}
 	r.Addr = strings.Join(r.Endpoints, ",")
 	r.Prefix = strings.TrimRight(u.Path, "/")

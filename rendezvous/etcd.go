@@ -453,11 +453,11 @@ func (s *EtcdStore) missing(ctx context.Context, stored []string) (int64, map[st
 	for i := 0; i < len(stored); i += etcdTxnOps {
 		batch := stored[i:min(i+etcdTxnOps, len(stored))]
 		ops := make([]clientv3.Op, len(batch))
+		opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
 		for j, k := range batch {
-			opts := []clientv3.OpOption{clientv3.WithCountOnly()}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
-			}
 			ops[j] = clientv3.OpGet(k, opts...)
 		}
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()

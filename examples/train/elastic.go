@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"time"
 
@@ -126,7 +125,7 @@ func trainElastic(ctx context.Context, c *comm.Comm, cfg config, out io.Writer) 
 		epoch, s := int(st.Step)/perEpoch+1, int(st.Step)%perEpoch
 		if perm == nil || permEpoch != epoch {
 			// The permutation of the other modes' shards (makeShard).
-			perm, permEpoch = rand.New(rand.NewPCG(cfg.seed, uint64(epoch))).Perm(trainSet.len()), epoch
+			perm, permEpoch = epochPerm(cfg.seed, epoch, trainSet.len()), epoch
 		}
 		k := 0
 		for j := rank; j < global; j += size {

@@ -920,8 +920,13 @@ type shard struct {
 	mine              []int
 }
 
+// epochPerm is the order of an epoch's n samples, the same on every rank.
+func epochPerm(seed uint64, epoch, n int) []int {
+	return rand.New(rand.NewPCG(seed, uint64(epoch))).Perm(n)
+}
+
 func makeShard(seed uint64, epoch, n, rank, size, batch int) shard {
-	perm := rand.New(rand.NewPCG(seed, uint64(epoch))).Perm(n)
+	perm := epochPerm(seed, epoch, n)
 	perRank := n / size // every rank takes as many steps
 	sh := shard{epoch: epoch, rank: rank, size: size, steps: perRank / batch, mine: make([]int, 0, perRank)}
 	for i := rank; i < len(perm) && len(sh.mine) < perRank; i += size {

@@ -330,8 +330,13 @@ func torchrunCommand(t *testing.T) (string, []string) {
 		if err != nil {
 			continue
 		}
-		if exec.Command(p, "-c", "import torch.distributed.run").Run() == nil {
+		out, err := exec.Command(p, "-c", "import torch.distributed.run").CombinedOutput()
+		if err == nil {
 			return p, []string{"-m", "torch.distributed.run"}
+		}
+		if !bytes.Contains(out, []byte("ModuleNotFoundError")) {
+			// torch is there but broken: a failure, not a reason to skip.
+			t.Fatalf("%s -c 'import torch.distributed.run': %v\n%s", p, err, out)
 		}
 	}
 	t.Skip("torchrun is not installed (nor a python3 with torch): apt-get install python3-torch")

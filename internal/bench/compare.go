@@ -207,15 +207,8 @@ func ParseCompareArgs(args []string, out io.Writer) (CompareConfig, error) {
 	for _, name := range []string{"q", "quiet"} {
 		fs.BoolVar(&cfg.Quiet, name, false, "no progress lines on stderr")
 	}
-	fs.Usage = func() {
-		fmt.Fprint(out, compareUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, out, compareUsage, args); err != nil {
 		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("commbench compare: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	var err error
 	if cfg.Sweep.Ops, err = ParseOpSpecs(ops); err != nil {
@@ -372,7 +365,7 @@ func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, er
 					if s == SeriesGocommSHMShared {
 						args = append(args, "--shared-buffers")
 					}
-					return runJob(ctx, cfg, self, args, nil)
+					return runJob(ctx, "commbench compare", cfg.Ranks, cfg.Timeout, self, args, nil)
 				},
 			})
 		case SeriesMPIBackend:
@@ -425,8 +418,7 @@ func runners(cfg CompareConfig, dir string, variants []mpiVariant) ([]Runner, er
 				Name:  s,
 				Setup: func(ctx context.Context) error { return setupGloo(ctx, cfg.Python, script) },
 				Run: func(ctx context.Context, plan, raw string) error {
-					env := append(os.Environ(), "GLOO_SOCKET_IFNAME=lo", "OMP_NUM_THREADS=1")
-					return runJob(ctx, cfg, cfg.Python, []string{script, plan, raw}, env)
+					return runJob(ctx, "commbench compare", cfg.Ranks, cfg.Timeout, cfg.Python, []string{script, plan, raw}, glooEnv())
 				},
 			})
 		}
@@ -482,18 +474,31 @@ func buildMPIHarness(ctx context.Context, mpicc, mpirun, dir, bin string) error 
 
 // setupGloo writes the Python harness and checks that torch imports.
 func setupGloo(ctx context.Context, python, script string) error {
-	if err := os.WriteFile(script, glooHarness, 0o644); err != nil {
-		return err
-	}
-	return runCommand(ctx, 2*time.Minute, python, []string{"-c", "import torch.distributed as d; assert d.is_available() and d.is_gloo_available()"})
+	return setupPython(ctx, python, script, glooHarness, "import torch.distributed as d; assert d.is_available() and d.is_gloo_available()")
 }
 
-// runJob starts n ranks of program with launch.Run.
-func runJob(ctx context.Context, cfg CompareConfig, program string, args, env []string) error {
+// setupPython writes a Python harness to script and checks, with probe,
+// that python has what it needs.
+func setupPython(ctx context.Context, python, script string, harness []byte, probe string) error {
+	if err := os.WriteFile(script, harness, 0o644); err != nil {
+		return err
+	}
+	return runCommand(ctx, 2*time.Minute, python, []string{"-c", probe})
+}
+
+// glooEnv is the environment of a torch job on gloo: loopback, one
+// thread per rank.
+func glooEnv() []string {
+	return append(os.Environ(), "GLOO_SOCKET_IFNAME=lo", "OMP_NUM_THREADS=1")
+}
+
+// runJob starts ranks processes of program with launch.Run; name labels
+// its failures (the command that runs the job).
+func runJob(ctx context.Context, name string, ranks int, timeout time.Duration, program string, args, env []string) error {
 	var out bytes.Buffer
 	return launch.Run(ctx, launch.Config{
-		NProcs: cfg.Ranks, Program: program, Args: args, Env: env, Timeout: cfg.Timeout,
-		Stdout: io.Discard, Stderr: &out, Name: "commbench compare", TailLines: 20,
+		NProcs: ranks, Program: program, Args: args, Env: env, Timeout: timeout,
+		Stdout: io.Discard, Stderr: &out, Name: name, TailLines: 20,
 	})
 }
 

@@ -135,15 +135,8 @@ func ParseDDPArgs(args []string, out io.Writer) (DDPConfig, error) {
 	fs.StringVar(&cfg.RawFile, "raw", "", "a rank job's raw results file (under a launcher)")
 	fs.IntVar(&cfg.Rotate, "rotate", 0, "a rank job's rotation of --modes (under a launcher)")
 	fs.BoolVar(&cfg.OverlapFirst, "overlap-first", false, "a rank job runs overlap before compute (under a launcher)")
-	fs.Usage = func() {
-		fmt.Fprint(out, ddpUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, out, ddpUsage, args); err != nil {
 		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("commbench ddp: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	var err error
 	if cfg.Models, err = splitList(model); err != nil {
@@ -395,7 +388,6 @@ func DDPCompare(ctx context.Context, cfg DDPConfig, stdout, stderr io.Writer) er
 		return fmt.Errorf("commbench ddp: no series could run:\n  %s", strings.Join(notes, "\n  "))
 	}
 	start := time.Now()
-	ccfg := CompareConfig{Ranks: cfg.Ranks, Timeout: cfg.Timeout}
 	fmt.Fprintf(stdout, "# commbench ddp: %d ranks on %d CPUs%s; %s\n", cfg.Ranks, runtime.NumCPU(), oversubscribed(cfg.Ranks), cfg.Command)
 	var failed int
 	for _, name := range cfg.Models {
@@ -425,8 +417,7 @@ func DDPCompare(ctx context.Context, cfg DDPConfig, stdout, stderr io.Writer) er
 					if cfg.Check {
 						args = append(args, "--check")
 					}
-					env := append(os.Environ(), "GLOO_SOCKET_IFNAME=lo", "OMP_NUM_THREADS=1")
-					err = runJob(ctx, ccfg, cfg.Python, args, env)
+					err = runJob(ctx, "commbench ddp", cfg.Ranks, cfg.Timeout, cfg.Python, args, glooEnv())
 				default:
 					t := TransportSHM
 					if s == SeriesGocommTCP {
@@ -444,7 +435,7 @@ func DDPCompare(ctx context.Context, cfg DDPConfig, stdout, stderr io.Writer) er
 							args = append(args, "--overlap-first")
 						}
 					}
-					err = runJob(ctx, ccfg, self, args, nil)
+					err = runJob(ctx, "commbench ddp", cfg.Ranks, cfg.Timeout, self, args, nil)
 				}
 				var samples []DDPSample
 				if err == nil {
@@ -474,11 +465,8 @@ func DDPCompare(ctx context.Context, cfg DDPConfig, stdout, stderr io.Writer) er
 // setupTorchDDP writes the Python harness and checks that torch's DDP
 // on gloo is there.
 func setupTorchDDP(ctx context.Context, python, script string) error {
-	if err := os.WriteFile(script, ddpHarness, 0o644); err != nil {
-		return err
-	}
-	return runCommand(ctx, 2*time.Minute, python, []string{"-c",
-		"import torch.distributed as d, torch.nn.parallel as p; assert d.is_available() and d.is_gloo_available() and p.DistributedDataParallel"})
+	return setupPython(ctx, python, script, ddpHarness,
+		"import torch.distributed as d, torch.nn.parallel as p; assert d.is_available() and d.is_gloo_available() and p.DistributedDataParallel")
 }
 
 func readDDPRaw(path string, n int, model string) ([]DDPSample, error) {

@@ -7,13 +7,13 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gocomm/comm"
 	"github.com/gocomm/comm/env"
 	"github.com/gocomm/comm/internal/models"
+	"github.com/gocomm/comm/internal/testkit"
 )
 
 func TestParseDDPArgs(t *testing.T) {
@@ -144,38 +144,19 @@ func TestBackwardPlan(t *testing.T) {
 // average over the ranks.
 func TestRunDDPChecks(t *testing.T) {
 	const n = 3
-	world, err := comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range world {
-			c.Close()
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	world := testkit.World(t, func() ([]*comm.Comm, error) { return comm.NewLocalWorld(n, comm.Options{Timeout: time.Minute}) })
+	ctx := testkit.Context(t, time.Minute)
 	modes := []string{ModePerTensor, ModeReducer, ModeFlat, ModeFlatShared}
 	cfg := DDPRankConfig{Model: models.SmallTensors(12), Modes: modes, Warmup: 1, Iters: 2, Check: true,
 		Overlap: true, ComputeFactor: 1, ComputeKind: ComputeSleep}
 	res := make([][]DDPSample, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range world {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if res[r], errs[r] = RunDDP(ctx, c, cfg); errs[r] != nil {
-				c.Abort(errs[r])
-			}
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+	testkit.NoErrors(t, testkit.OnEveryRank(world, func(r int, c *comm.Comm) error {
+		var err error
+		if res[r], err = RunDDP(ctx, c, cfg); err != nil {
+			c.Abort(err)
 		}
-	}
+		return err
+	}))
 	want := len(modes) + 2 // compute and overlap
 	if len(res[0]) != want || res[1] != nil {
 		t.Fatalf("rank 0: %d samples, want %d; rank 1: %d", len(res[0]), want, len(res[1]))

@@ -157,12 +157,7 @@ func AggregateDDP(m models.Model, ranks int, series []string, runs map[string][]
 
 // medianOf is the median of xs (unsorted; NaN when empty).
 func medianOf(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return Median(s)
+	return Median(slices.Sorted(slices.Values(xs)))
 }
 
 // Targets of the issue (docs/performance.md, "Data-parallel gradient

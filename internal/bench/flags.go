@@ -257,15 +257,8 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 	}
 	fs.StringVar(&cfg.PlanFile, "plan", "", "run the cases of this plan file instead of the sweep flags (comparison mode)")
 	fs.StringVar(&cfg.RawFile, "raw", "", "write every iteration's time to this file (comparison mode)")
-	fs.Usage = func() {
-		fmt.Fprint(out, usageText)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, out, usageText, args); err != nil {
 		return cfg, err
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("commbench: unexpected argument %q (flags only; see -h)", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
@@ -313,4 +306,21 @@ func ParseArgs(args []string, out io.Writer) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// parseFlags parses args with fs, whose name is the command's ("commbench
+// ddp"), printing usage and the flags to out on -h; arguments that are not
+// flags are an error.
+func parseFlags(fs *flag.FlagSet, out io.Writer, usage string, args []string) error {
+	fs.Usage = func() {
+		fmt.Fprint(out, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (flags only; see -h)", fs.Name(), fs.Arg(0))
+	}
+	return nil
 }

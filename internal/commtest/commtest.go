@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -71,29 +70,25 @@ func OnEach(t *testing.T, n int, opts comm.Options, f func(t *testing.T, w []*co
 func WorldOn(t testing.TB, store rendezvous.Store, n int, opts comm.Options, host func(rank int) string) []*comm.Comm {
 	t.Helper()
 	w := make([]*comm.Comm, n)
-	errs := make([]error, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var wg sync.WaitGroup
-	for i := range w {
-		wg.Go(func() {
-			o := opts
-			o.Rank, o.Size, o.Store = i, n, store
-			o.Transport.ListenHost = "127.0.0.1"
-			if host != nil {
-				o.Transport.HostID = host(i)
-			}
-			o.Getenv = func(string) string { return "" }
-			w[i], errs[i] = comm.Init(ctx, o)
-		})
-	}
-	wg.Wait()
+	errs := testkit.OnEveryRank(w, func(i int, _ *comm.Comm) (err error) {
+		o := opts
+		o.Rank, o.Size, o.Store = i, n, store
+		o.Transport.ListenHost = "127.0.0.1"
+		if host != nil {
+			o.Transport.HostID = host(i)
+		}
+		o.Getenv = func(string) string { return "" }
+		w[i], err = comm.Init(ctx, o)
+		return err
+	})
 	if err := errors.Join(errs...); err != nil {
 		testkit.CloseAll(w)
 		if opts.Transport.Kind == comm.TransportSHM && strings.Contains(err.Error(), "shared-memory transport is not available") {
 			t.Skipf("this build has no shared memory (-tags gocomm_portable, or not Linux): %v", err)
 		}
-		t.Fatalf("Init: %v", err)
+		testkit.NoErrors(t, errs) // names the rank
 	}
 	t.Cleanup(func() { testkit.CloseAll(w) })
 	return w

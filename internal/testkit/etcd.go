@@ -57,9 +57,15 @@ func StartEtcd(t testing.TB) *Etcd {
 
 // NewEtcd prepares a server keeping its data in dir, on two loopback ports
 // free at the time; Start starts it. It fails with ErrNoEtcd when neither
-// $GOCOMM_TEST_ETCD nor EtcdBinary is an etcd to run.
+// $GOCOMM_TEST_ETCD nor EtcdBinary is an etcd to run; a $GOCOMM_TEST_ETCD
+// that names no file is an error of its own, not a reason to skip.
 func NewEtcd(dir string) (*Etcd, error) {
 	bin := os.Getenv("GOCOMM_TEST_ETCD")
+	if bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("GOCOMM_TEST_ETCD=%s: %w", bin, err)
+		}
+	}
 	if bin == "" {
 		bin = EtcdBinary
 	}

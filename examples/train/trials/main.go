@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -178,7 +179,7 @@ func summary(kind string, runs []outcome, base float64) string {
 	for _, o := range runs {
 		if o.finished {
 			fin++
-			worst = max(worst, abs(o.accuracy-base))
+			worst = max(worst, math.Abs(o.accuracy-base))
 		}
 		if o.identical {
 			same++
@@ -197,13 +198,6 @@ func summary(kind string, runs []outcome, base float64) string {
 	}
 	return fmt.Sprintf("# %s: %d/%d finished, %d/%d identical parameters, max |accuracy - undisturbed %.2f| = %.2f points, recovery median %d ms, p90 %d ms, max %d ms (%d measured), most steps lost %d",
 		kind, fin, len(runs), same, len(runs), base, worst, q(0.5).Milliseconds(), q(0.9).Milliseconds(), q(1).Milliseconds(), len(rec), lost)
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 var (
